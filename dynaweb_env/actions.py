@@ -1,0 +1,261 @@
+"""The action grammar shared by every DynaWeb environment, policy prompt and world-model prompt.
+
+Actions are single strings in the WebArena / NNetNav grammar used by the DynaWeb paper::
+
+    click [id]                      hover [id]
+    type [id] [text] [0|1]          press [key_comb]
+    scroll [up|down]                new_tab | tab_focus [i] | close_tab
+    goto [url] | go_back | go_forward
+    stop [answer]
+
+:func:`parse_action` turns a string into an :class:`Action` (or raises :class:`ActionParseError`
+with a message fit to show the policy as ``last_action_error``), :func:`format_action` is its
+inverse, :data:`ACTION_DESCRIPTIONS` documents the grammar for prompts, and
+:func:`extract_action` finds the action inside a whole policy response
+(``REASON: ... ACTION: ...``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+#: Action name -> list of argument names, in order. The grammar's one definition.
+ACTION_ARGUMENTS: dict[str, tuple[str, ...]] = {
+    "click": ("element_id",),
+    "type": ("element_id", "text", "press_enter_after"),
+    "hover": ("element_id",),
+    "press": ("key_comb",),
+    "scroll": ("direction",),
+    "new_tab": (),
+    "tab_focus": ("tab_index",),
+    "close_tab": (),
+    "goto": ("url",),
+    "go_back": (),
+    "go_forward": (),
+    "stop": ("answer",),
+}
+
+#: One line per action, used verbatim in the agent and world-model prompts.
+ACTION_DESCRIPTIONS: dict[str, str] = {
+    "click": "`click [id]`: Click on the element with the numerical id [id] on the page. E.g., `click [7]`.",
+    "type": (
+        "`type [id] [content] [press_enter_after=0|1]`: Type content into the field with id [id]. "
+        "The Enter key is pressed after typing unless press_enter_after is 0. "
+        "E.g., `type [15] [Carnegie Mellon University] [1]`."
+    ),
+    "hover": "`hover [id]`: Hover over the element with id [id].",
+    "press": "`press [key_comb]`: Press a key combination on the keyboard (e.g., `press [Control+a]`, `press [Enter]`).",
+    "scroll": "`scroll [down]` or `scroll [up]`: Scroll the page down or up.",
+    "new_tab": "`new_tab`: Open a new, empty browser tab.",
+    "tab_focus": "`tab_focus [tab_index]`: Switch focus to the browser tab with index tab_index.",
+    "close_tab": "`close_tab`: Close the currently active tab.",
+    "goto": "`goto [url]`: Navigate to the url.",
+    "go_back": "`go_back`: Navigate to the previously viewed page.",
+    "go_forward": "`go_forward`: Navigate to the next page (after a `go_back`).",
+    "stop": (
+        "`stop [answer]`: Stop when you believe the task is complete, with the answer in brackets. "
+        "If the task needs no textual answer, use `stop [N/A]`. E.g., `stop [5h 47min]`."
+    ),
+}
+
+_BRACKETED = re.compile(r"\[((?:[^\[\]]|\[[^\[\]]*\])*)\]")
+_NAME = re.compile(r"\s*([a-z_]+)\s*")
+_ELEMENT_ID = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
+class ActionParseError(ValueError):
+    """Raised by :func:`parse_action` for a string outside the grammar.
+
+    Its message is written for the policy: it is what the environment puts in
+    ``last_action_error``.
+    """
+
+
+@dataclass(frozen=True)
+class Action:
+    """A parsed action.
+
+    Attributes:
+        name: One of :data:`ACTION_ARGUMENTS`.
+        args: Argument values in grammar order, as strings (``press_enter_after`` is ``"0"``/``"1"``).
+    """
+
+    name: str
+    args: tuple[str, ...] = field(default_factory=tuple)
+
+    def arg(self, key: str) -> str:
+        """The value of the named argument (see :data:`ACTION_ARGUMENTS`)."""
+        return self.args[ACTION_ARGUMENTS[self.name].index(key)]
+
+    @property
+    def element_id(self) -> str | None:
+        """The target element's bid for element actions, else ``None``."""
+        return self.args[0] if "element_id" in ACTION_ARGUMENTS[self.name] else None
+
+    @property
+    def is_stop(self) -> bool:
+        return self.name == "stop"
+
+    def __str__(self) -> str:
+        return format_action(self)
+
+
+def parse_action(text: str) -> Action:
+    """Parse one action string.
+
+    Whitespace around the action and surrounding backticks are ignored; ``type`` defaults
+    ``press_enter_after`` to ``1`` as in the paper's prompt; ``scroll down`` / ``go back`` style
+    spellings are not accepted (one grammar, no guessing).
+
+    Args:
+        text: The action, e.g. ``"type [12] [hello world] [0]"``.
+
+    Returns:
+        The parsed :class:`Action`.
+
+    Raises:
+        ActionParseError: If the string is not a valid action; the message says why.
+    """
+    if not isinstance(text, str):
+        raise ActionParseError(f"action must be a string, got {type(text).__name__}")
+    stripped = text.strip().strip("`").strip()
+    if not stripped:
+        raise ActionParseError("empty action")
+    match = _NAME.match(stripped)
+    name = match.group(1) if match else ""
+    if name not in ACTION_ARGUMENTS:
+        shown = stripped.split()[0][:40] if stripped.split() else stripped[:40]
+        raise ActionParseError(f"unknown action {shown!r}; valid actions: {', '.join(ACTION_ARGUMENTS)}")
+    rest = stripped[match.end() :] if match else ""
+    args = _split_bracketed(rest, name)
+    expected = ACTION_ARGUMENTS[name]
+    if name == "type" and len(args) == 2:
+        args.append("1")
+    if name == "stop" and not args:
+        args.append("")
+    if len(args) != len(expected):
+        raise ActionParseError(
+            f"{name} takes {len(expected)} bracketed argument(s) ({', '.join(expected) or 'none'}), "
+            f"got {len(args)}: {format_action_usage(name)}"
+        )
+    _validate(name, args)
+    return Action(name, tuple(args))
+
+
+def _split_bracketed(rest: str, name: str) -> list[str]:
+    args: list[str] = []
+    position = 0
+    rest = rest.rstrip()
+    while position < len(rest):
+        if rest[position].isspace():
+            position += 1
+            continue
+        match = _BRACKETED.match(rest, position)
+        if not match:
+            if name == "stop" and not args:
+                # `stop` answers often contain brackets themselves: take everything up to the last "]".
+                break
+            raise ActionParseError(f"arguments must be in square brackets: {format_action_usage(name)}")
+        args.append(match.group(1).strip() if name != "type" else match.group(1))
+        position = match.end()
+    if name == "stop" and not args and rest.strip():
+        body = rest.strip()
+        if body.startswith("[") and body.endswith("]"):
+            return [body[1:-1].strip()]
+        raise ActionParseError(f"arguments must be in square brackets: {format_action_usage(name)}")
+    return args
+
+
+def _validate(name: str, args: list[str]) -> None:
+    if "element_id" in ACTION_ARGUMENTS[name] and not _ELEMENT_ID.match(args[0].strip()):
+        raise ActionParseError(f"{name}: element id must be the id shown in the tree, e.g. [12]; got [{args[0]}]")
+    if name == "type":
+        args[0] = args[0].strip()
+        if args[2].strip() not in ("0", "1"):
+            raise ActionParseError(f"type: press_enter_after must be 0 or 1, got [{args[2]}]")
+        args[2] = args[2].strip()
+    if name == "scroll" and args[0].lower() not in ("up", "down"):
+        raise ActionParseError(f"scroll direction must be up or down, got [{args[0]}]")
+    if name == "scroll":
+        args[0] = args[0].lower()
+    if name == "tab_focus" and not args[0].isdigit():
+        raise ActionParseError(f"tab_focus: tab index must be a non-negative integer, got [{args[0]}]")
+    if name in ("goto", "press") and not args[0]:
+        raise ActionParseError(f"{name}: argument must not be empty")
+
+
+def format_action(action: Action) -> str:
+    """Render an :class:`Action` back to its canonical string; ``parse_action`` inverts it."""
+    if not action.args:
+        return action.name
+    return action.name + " " + " ".join(f"[{value}]" for value in action.args)
+
+
+def format_action_usage(name: str) -> str:
+    """The usage pattern of one action, e.g. ``"type [element_id] [text] [press_enter_after]"``."""
+    return " ".join([name, *(f"[{arg}]" for arg in ACTION_ARGUMENTS[name])])
+
+
+def describe_actions(names: tuple[str, ...] | None = None) -> str:
+    """A bullet list describing the given actions (all by default), for system prompts."""
+    return "\n".join(f"- {ACTION_DESCRIPTIONS[name]}" for name in (names or tuple(ACTION_ARGUMENTS)))
+
+
+_ACTION_HEADER = re.compile(r"(?:^|\n)\s*\**\s*ACTION\s*\**\s*:\s*\**", re.IGNORECASE)
+_NEXT_HEADER = re.compile(r"\n\s*\**\s*[A-Z][A-Z ]{2,}\s*\**\s*:")
+_ACTION_ANYWHERE = re.compile(r"`?\b(" + "|".join(ACTION_ARGUMENTS) + r")\b(?:\s*\[[^\n]*\])?`?")
+
+
+def extract_action(response: str) -> str:
+    """Find the action string in a whole policy response in the paper's format.
+
+    The response is expected to contain ``REASON: ...`` and ``ACTION: ...`` sections (possibly with
+    other sections such as ``OBSERVATION HIGHLIGHT:`` after them, and markdown bold markers). The
+    text after the last ``ACTION:`` header, up to the next section header, is returned with
+    backticks stripped. Without an ``ACTION:`` header, the last grammar-looking action in the text
+    is returned; failing that, the stripped response itself, so that :func:`parse_action` reports
+    what was wrong.
+
+    Args:
+        response: The policy's full generated text.
+
+    Returns:
+        The action string, to be passed to :func:`parse_action` (or to an env's ``step``).
+    """
+    headers = list(_ACTION_HEADER.finditer(response))
+    if headers:
+        body = response[headers[-1].end() :]
+        next_header = _NEXT_HEADER.search("\n" + body)
+        if next_header:
+            body = ("\n" + body)[: next_header.start()]
+        lines = [line.strip().strip("`").strip() for line in body.strip().splitlines() if line.strip()]
+        candidate = lines[0] if lines else ""
+        inline = _ACTION_ANYWHERE.search(body)
+        if candidate and not _NAME.match(candidate) and inline:
+            candidate = inline.group(0)
+        return candidate.strip("`").strip()
+    matches = list(_ACTION_ANYWHERE.finditer(response))
+    if matches:
+        return matches[-1].group(0).strip("`").strip()
+    return response.strip()
+
+
+def extract_reasoning(response: str) -> str:
+    """The text of the ``REASON:`` section of a policy response ("" if there is none)."""
+    match = re.search(r"REASON\s*\**\s*:\s*\**(.*?)(?=\n\s*\**\s*[A-Z][A-Z ]{2,}\s*\**\s*:|\Z)", response, re.S | re.I)
+    return match.group(1).strip() if match else ""
+
+
+__all__ = [
+    "ACTION_ARGUMENTS",
+    "ACTION_DESCRIPTIONS",
+    "Action",
+    "ActionParseError",
+    "parse_action",
+    "format_action",
+    "format_action_usage",
+    "describe_actions",
+    "extract_action",
+    "extract_reasoning",
+]

@@ -1,0 +1,120 @@
+"""Reading and writing trajectory files (JSONL) and converting them to Hugging Face datasets.
+
+A corrupt line never costs the rest of the file: :func:`read_trajectories` either skips it with a
+warning naming the file and line (``on_error="skip"``, the default) or raises
+:class:`CorruptRecordError` naming them (``on_error="raise"``). Writing appends whole lines and
+flushes, so an interrupted writer leaves at most one partial last line, which a later read skips.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+from .schema import SchemaError, Trajectory
+
+PathLike = str | os.PathLike[str]
+
+
+class CorruptRecordError(ValueError):
+    """A line of a trajectory file is not valid JSON or does not follow the schema."""
+
+    def __init__(self, path: PathLike, line_number: int, reason: str):
+        self.path, self.line_number, self.reason = str(path), line_number, reason
+        super().__init__(f"{path}:{line_number}: {reason}")
+
+
+def iter_trajectories(
+    path: PathLike, on_error: Literal["skip", "raise"] = "skip"
+) -> Iterator[Trajectory]:
+    """Yield the trajectories of a JSONL file, one per non-blank line.
+
+    Args:
+        path: A ``.jsonl`` file.
+        on_error: ``"skip"`` warns (naming file and line) and goes on; ``"raise"`` raises
+            :class:`CorruptRecordError`.
+
+    Raises:
+        FileNotFoundError: If ``path`` does not exist (with the path in the message).
+    """
+    if on_error not in ("skip", "raise"):
+        raise ValueError(f"on_error must be 'skip' or 'raise', got {on_error!r}")
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"trajectory file not found: {path}")
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        for line_number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield Trajectory.from_dict(json.loads(line))
+            except (json.JSONDecodeError, SchemaError) as error:
+                corrupt = CorruptRecordError(path, line_number, str(error))
+                if on_error == "raise":
+                    raise corrupt from None
+                warnings.warn(f"skipping corrupt trajectory record: {corrupt}", stacklevel=2)
+
+
+def read_trajectories(
+    paths: PathLike | Iterable[PathLike], on_error: Literal["skip", "raise"] = "skip"
+) -> list[Trajectory]:
+    """Read one JSONL file, several, or every ``*.jsonl`` file of a directory."""
+    return [trajectory for path in _expand(paths) for trajectory in iter_trajectories(path, on_error)]
+
+
+def write_trajectories(path: PathLike, trajectories: Iterable[Trajectory], append: bool = False) -> int:
+    """Write trajectories as JSONL (one flushed line each); returns how many were written."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    count = 0
+    with path.open("a" if append else "w", encoding="utf-8") as handle:
+        for trajectory in trajectories:
+            handle.write(json.dumps(trajectory.to_dict(), ensure_ascii=False) + "\n")
+            handle.flush()
+            count += 1
+    return count
+
+
+def to_hf_dataset(trajectories: Iterable[Trajectory]) -> Any:
+    """A ``datasets.Dataset`` with one row per trajectory (requires the ``datasets`` package)."""
+    from datasets import Dataset
+
+    rows = [trajectory.to_dict() for trajectory in trajectories]
+    for row in rows:
+        # Arrow needs one type per column: free-form metadata travels as a JSON string.
+        row["metadata"] = json.dumps(row["metadata"], ensure_ascii=False)
+    return Dataset.from_list(rows)
+
+
+def from_hf_dataset(dataset: Iterable[dict[str, Any]]) -> list[Trajectory]:
+    """Inverse of :func:`to_hf_dataset`."""
+    trajectories = []
+    for row in dataset:
+        row = dict(row)
+        if isinstance(row.get("metadata"), str):
+            row["metadata"] = json.loads(row["metadata"])
+        trajectories.append(Trajectory.from_dict(row))
+    return trajectories
+
+
+def _expand(paths: PathLike | Iterable[PathLike]) -> list[Path]:
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    expanded: list[Path] = []
+    for path in map(Path, paths):
+        expanded.extend(sorted(path.glob("*.jsonl")) if path.is_dir() else [path])
+    return expanded
+
+
+__all__ = [
+    "CorruptRecordError",
+    "iter_trajectories",
+    "read_trajectories",
+    "write_trajectories",
+    "to_hf_dataset",
+    "from_hf_dataset",
+]

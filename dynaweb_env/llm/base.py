@@ -1,0 +1,97 @@
+"""The generation contract shared by the world model, the judge and the policy.
+
+Every backend (:mod:`~dynaweb_env.llm.transformers_backend`, :mod:`~dynaweb_env.llm.openai_backend`,
+:mod:`~dynaweb_env.llm.vllm_backend`) implements :class:`GenerationBackend`: a *batched* call that
+takes many chat conversations at once and returns one :class:`Generation` per conversation, with
+token ids and per-token log-probabilities where the backend can provide them. Callers never loop
+over prompts one at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+#: A chat conversation: ``[{"role": "system"|"user"|"assistant", "content": str}, ...]``.
+Conversation = list[dict[str, str]]
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How to sample one batch.
+
+    Args:
+        max_new_tokens: Most tokens generated per sequence.
+        temperature: Sampling temperature; ``0`` means greedy decoding.
+        top_p: Nucleus sampling mass (ignored when greedy).
+        seed: Seeds the batch's sampling so that the same call gives the same texts. ``None``
+            draws from the backend's running generator.
+        stop: Strings that end a sequence early (the stop string is kept in the text).
+    """
+
+    max_new_tokens: int = 256
+    temperature: float = 0.7
+    top_p: float = 0.9
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+
+@dataclass
+class Generation:
+    """One generated completion.
+
+    Attributes:
+        text: The decoded completion (special tokens removed).
+        prompt_ids: Token ids of the prompt as the model saw it (empty if the backend cannot tell).
+        completion_ids: Token ids sampled (empty if the backend cannot tell).
+        logprobs: Log-probability of each completion token under the sampling distribution, aligned
+            with ``completion_ids`` (empty if unavailable).
+        finish_reason: ``"stop"`` (end of sequence or stop string) or ``"length"`` (hit
+            ``max_new_tokens``).
+    """
+
+    text: str
+    prompt_ids: list[int] = field(default_factory=list)
+    completion_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    finish_reason: str = "stop"
+
+
+@runtime_checkable
+class GenerationBackend(Protocol):
+    """A batched text generator.
+
+    Implementations must be safe to call with any number of conversations (including one) and
+    must return results in input order.
+    """
+
+    #: Human-readable name of the model, for logs and results.
+    model_name: str
+
+    def generate(self, conversations: Sequence[Conversation], params: SamplingParams) -> list[Generation]:
+        """Generate one completion for each chat conversation, in one batched call."""
+        ...
+
+    def generate_from_ids(self, prompt_ids: Sequence[list[int]], params: SamplingParams) -> list[Generation]:
+        """Generate from already-tokenized prompts (token-in, token-out; used by the trainer)."""
+        ...
+
+
+class GenerationError(RuntimeError):
+    """A backend could not produce completions (server down, model missing, out of memory)."""
+
+
+__all__ = ["Conversation", "SamplingParams", "Generation", "GenerationBackend", "GenerationError"]
