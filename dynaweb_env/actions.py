@@ -45,7 +45,10 @@ ACTION_DESCRIPTIONS: dict[str, str] = {
         "E.g., `type [15] [Carnegie Mellon University] [1]`."
     ),
     "hover": "`hover [id]`: Hover over the element with id [id].",
-    "press": "`press [key_comb]`: Press a key combination on the keyboard (e.g., `press [Control+a]`, `press [Enter]`).",
+    "press": (
+        "`press [key_comb]`: Press a key combination on the keyboard "
+        "(e.g., `press [Control+a]`, `press [Enter]`)."
+    ),
     "scroll": "`scroll [down]` or `scroll [up]`: Scroll the page down or up.",
     "new_tab": "`new_tab`: Open a new, empty browser tab.",
     "tab_focus": "`tab_focus [tab_index]`: Switch focus to the browser tab with index tab_index.",

@@ -78,7 +78,7 @@ class Trajectory:
 
     def transitions(self) -> list[tuple[Step, Step]]:
         """Consecutive ``(before, after)`` step pairs: the real transitions a world model learns."""
-        return list(zip(self.steps[:-1], self.steps[1:]))
+        return list(zip(self.steps[:-1], self.steps[1:], strict=False))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

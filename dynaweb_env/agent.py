@@ -1,0 +1,119 @@
+"""The web agent's prompt and response format: what a policy sees and must write at each step.
+
+One definition serves every place a policy meets an environment: LLM rollouts in the trainer,
+expert demonstrations encoded for SFT and expert interleaving, evaluation, and the demo. A policy
+turn is a chat exchange::
+
+    system     POLICY_SYSTEM_PROMPT (the paper's appendix A.1 prompt, for our action grammar)
+    user       observation_message(observation)          # objective, URL, tree, last action/error
+    assistant  "REASON: ...\\nACTION: click [13]"          # format_policy_response(reasoning, action)
+    user       observation_message(next observation)
+    assistant  ...
+
+The whole episode is one growing conversation (multi-turn), so the tokens a trainer optimises are
+exactly the tokens the policy saw and sampled. Two response styles exist: ``"compact"`` (``REASON``
+and ``ACTION`` only; the default, suited to small models) and ``"paper"`` (the paper's five
+sections). :func:`dynaweb_env.actions.extract_action` reads the action from either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+from .actions import describe_actions
+from .observation import render_observation
+
+ResponseStyle = Literal["compact", "paper"]
+
+#: Actions offered to the policy. MiniWoB++ tasks need no tab or URL actions, but the grammar
+#: stays complete so the same policy runs on WebArena-style sites.
+DEFAULT_POLICY_ACTIONS: tuple[str, ...] = (
+    "click", "type", "hover", "press", "scroll", "new_tab", "tab_focus", "close_tab",
+    "goto", "go_back", "go_forward", "stop",
+)  # fmt: skip
+
+_PAPER_SECTIONS = """Generate the response in the following format:
+INTERACTION HISTORY SUMMARY:
+Emphasize all important details in the INTERACTION HISTORY section.
+
+OBSERVATION DESCRIPTION:
+Describe information in the CURRENT OBSERVATION section. Emphasize elements and features that are \
+relevant or potentially helpful for fulfilling the objective in detail.
+
+REASON:
+Provide your rationale for proposing the subsequent action commands here.
+
+ACTION:
+Select your action here.
+
+OBSERVATION HIGHLIGHT:
+List the numerical ids of elements on the current webpage based on which you would issue your action. \
+Also include elements on the current webpage you would attend to if you fail in the future and have to \
+restore to this step. Don't include elements from the previous pages. Select elements at a higher \
+hierarchical level if most their children nodes are considered crucial. Sort by relevance and potential \
+values from high to low, and separate the ids with commas. E.g., 1321, 52, 756, 838."""
+
+_COMPACT_SECTIONS = """Generate the response in the following format:
+REASON:
+Provide your rationale for proposing the subsequent action command here, in one or two sentences.
+
+ACTION:
+Select your action here."""
+
+
+def policy_system_prompt(
+    style: ResponseStyle = "compact", actions: Sequence[str] = DEFAULT_POLICY_ACTIONS
+) -> str:
+    """The agent system prompt (paper, appendix A.1), for the given response style and actions."""
+    if style not in ("compact", "paper"):
+        raise ValueError(f"style must be 'compact' or 'paper', got {style!r}")
+    sections = _PAPER_SECTIONS if style == "paper" else _COMPACT_SECTIONS
+    return (
+        "You are an AI assistant performing tasks on a web browser. You will be provided with task "
+        "objective, current step, web page observations, interaction history and previous taked notes. "
+        "You need to issue an action for this step.\n\n"
+        f"{sections}\n\n"
+        "You are ONLY allowed to use the following action commands. Strictly adheres to the given format. "
+        "Only issue one single action.\n"
+        "Use the following actions:\n"
+        f"{describe_actions(tuple(actions))}\n"
+        "If clicking on a specific element doesn't trigger the transition to your desired web state, this is "
+        "due to the element's lack of interactivity or GUI visibility. In such cases, move on to interact "
+        "with OTHER similar or relevant elements INSTEAD."
+    )
+
+
+#: The default system prompt (compact style, all actions).
+POLICY_SYSTEM_PROMPT = policy_system_prompt()
+
+
+def observation_message(observation: dict[str, str], max_axtree_chars: int = 0) -> str:
+    """The user-turn text for one observation (``max_axtree_chars`` > 0 cuts long trees)."""
+    return render_observation(observation, max_axtree_chars=max_axtree_chars)
+
+
+def format_policy_response(reasoning: str, action: str) -> str:
+    """A response in the compact format: how expert demonstrations are written as policy turns."""
+    return f"REASON: {' '.join(reasoning.split()) or 'N/A'}\nACTION: {action}"
+
+
+def initial_conversation(
+    observation: dict[str, str], system_prompt: str = POLICY_SYSTEM_PROMPT, max_axtree_chars: int = 0
+) -> list[dict[str, str]]:
+    """The conversation at the first step of an episode: system prompt plus the first observation."""
+    return [
+        {"role": "system", "content": system_prompt},
+        {"role": "user", "content": observation_message(observation, max_axtree_chars)},
+    ]
+
+
+__all__ = [
+    "ResponseStyle",
+    "DEFAULT_POLICY_ACTIONS",
+    "POLICY_SYSTEM_PROMPT",
+    "policy_system_prompt",
+    "observation_message",
+    "format_policy_response",
+    "initial_conversation",
+]
