@@ -1,0 +1,70 @@
+"""The observation space and the pure observation helpers shared by both envs."""
+
+import numpy as np
+
+from dynaweb_env.observation import (
+    axtree_element_ids,
+    axtree_nodes,
+    clean_axtree,
+    make_observation,
+    render_observation,
+    truncate_axtree,
+)
+from dynaweb_env.spaces import OBSERVATION_KEYS, WebText, web_action_space, web_observation_space
+
+TREE = (
+    "RootWebArea 'Click Test Task', focused\n\t[13] button 'ONE'\n\t\t[20] InlineTextBox 'ONE'\n\t[14] button 'TWO'\n"
+)
+
+
+def test_web_text_accepts_any_unicode_up_to_its_length():
+    space = WebText(max_length=10)
+    assert space.contains("café ☕ 中文")
+    assert not space.contains("x" * 11)
+    assert not space.contains(b"bytes")
+    assert not space.contains(3)
+
+
+def test_observation_space_samples_members_and_is_seedable():
+    space = web_observation_space()
+    assert set(space.spaces) == set(OBSERVATION_KEYS)
+    space.seed(3)
+    first = space.sample()
+    space.seed(3)
+    assert space.sample() == first
+    assert space.contains(first)
+    assert web_action_space().contains("click [1]")
+
+
+def test_observation_spaces_compare_equal():
+    assert web_observation_space() == web_observation_space()
+    assert WebText(5) != WebText(6)
+
+
+def test_make_observation_is_a_member():
+    observation = make_observation("Click ONE", "file:///x.html", TREE)
+    assert tuple(observation) == OBSERVATION_KEYS
+    assert web_observation_space().contains(observation)
+
+
+def test_clean_axtree_drops_text_boxes_and_keeps_bids():
+    cleaned = clean_axtree(TREE)
+    assert "InlineTextBox" not in cleaned
+    assert axtree_element_ids(cleaned) == ["13", "14"]
+    assert axtree_nodes(cleaned)[1] == "[13] button 'ONE'"
+
+
+def test_truncate_axtree_cuts_at_lines_and_says_so():
+    tree = "\n".join(f"[{i}] link 'item {i}'" for i in range(200))
+    cut = truncate_axtree(tree, 500)
+    assert len(cut) <= 500
+    assert cut.splitlines()[-1].startswith("... (") and "more lines cut" in cut
+    assert truncate_axtree(tree, 0) == tree
+    assert truncate_axtree("short", 100) == "short"
+
+
+def test_render_observation_mentions_errors():
+    observation = make_observation("g", "u", TREE, "click [99]", "no element with bid 99")
+    text = render_observation(observation)
+    assert "OBJECTIVE: g" in text and "PREVIOUS ACTION ERROR: no element with bid 99" in text
+    assert np.char.count(text, "[13]") == 1
