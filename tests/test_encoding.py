@@ -1,0 +1,134 @@
+"""The multi-turn token encoding: ids agree with the chat template, env_mask covers observation turns."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from dynaweb_env.agent import POLICY_SYSTEM_PROMPT, format_policy_response, observation_message
+from dynaweb_env.data.schema import Step, Trajectory
+from dynaweb_trainer.encoding import EpisodeEncoder, encode_expert_trajectory, trajectory_observations
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from transformers import AutoTokenizer
+
+    from dynaweb_env.models import prepare_model
+
+    return AutoTokenizer.from_pretrained(prepare_model("tiny-random"))
+
+
+def _trajectory() -> Trajectory:
+    steps = [
+        Step(
+            url="file:///a.html",
+            axtree="RootWebArea 'A'\n\t[3] textbox 'Name'\n\t[4] button 'Go'",
+            action="type [3] [Zoë ☕] [0]",
+            reasoning="Fill the name.",
+        ),
+        Step(
+            url="file:///a.html",
+            axtree="RootWebArea 'A'\n\t[3] textbox 'Name' value='Zoë ☕'\n\t[4] button 'Go'",
+            action="click [4]",
+            reasoning="Submit\n  the form.",
+            last_action_error="",
+        ),
+        Step(url="file:///b.html", axtree="RootWebArea 'Done'", action="stop [N/A]", reasoning=""),
+        Step(url="file:///b.html", axtree="RootWebArea 'Done'"),  # final page, no action: not encoded
+    ]
+    return Trajectory(
+        id="t/0",
+        task_id="miniwob.form",
+        goal="Enter Zoë ☕ and submit.",
+        source="expert",
+        steps=steps,
+        success=True,
+        reward=1.0,
+    )
+
+
+def _conversation(trajectory: Trajectory) -> list[dict[str, str]]:
+    conversation = [{"role": "system", "content": POLICY_SYSTEM_PROMPT}]
+    for step, observation in zip(trajectory.steps[:3], trajectory_observations(trajectory), strict=False):
+        conversation.append({"role": "user", "content": observation_message(observation)})
+        conversation.append({"role": "assistant", "content": format_policy_response(step.reasoning, step.action)})
+    return conversation
+
+
+def test_expert_encoding_matches_chat_template(tokenizer):
+    trajectory = _trajectory()
+    episode = encode_expert_trajectory(tokenizer, trajectory)
+    conversation = _conversation(trajectory)
+    text = tokenizer.apply_chat_template(conversation, tokenize=False)
+    # Boundary: the template's text after the final EOS ("\n" in ChatML) is not part of the episode.
+    expected = text[: text.rindex(tokenizer.eos_token) + len(tokenizer.eos_token)]
+    assert tokenizer.decode(episode.input_ids, skip_special_tokens=False) == expected
+    # For this tokenizer the segment-wise tokenization is even id-identical to the whole template.
+    whole = tokenizer.apply_chat_template(conversation, tokenize=True, return_dict=False)
+    assert episode.input_ids == whole[: len(episode.input_ids)]
+    assert len(whole) - len(episode.input_ids) == len(tokenizer.encode("\n", add_special_tokens=False))
+    # The prompt is exactly [system, first observation] + generation prompt.
+    assert episode.prompt_ids == tokenizer.apply_chat_template(
+        conversation[:2], add_generation_prompt=True, tokenize=True, return_dict=False
+    )
+
+
+def test_env_mask_covers_exactly_the_observation_turns(tokenizer):
+    trajectory = _trajectory()
+    episode = encode_expert_trajectory(tokenizer, trajectory)
+    assert episode.num_turns == 3
+    assert len(episode.completion_ids) == len(episode.env_mask) == len(episode.logprobs)
+    policy_text = [tokenizer.decode(ids, skip_special_tokens=False) for ids in episode.policy_turn_ids()]
+    responses = [format_policy_response(step.reasoning, step.action) for step in trajectory.steps[:3]]
+    assert policy_text == [response + tokenizer.eos_token for response in responses]
+    # Everything with env_mask 1 is exactly the three turns; everything with 0 is the user turns + headers.
+    trained = [token for token, mask in zip(episode.completion_ids, episode.env_mask, strict=False) if mask]
+    assert trained == [token for ids in episode.policy_turn_ids() for token in ids]
+    masked_text = tokenizer.decode(
+        [token for token, mask in zip(episode.completion_ids, episode.env_mask, strict=False) if not mask],
+        skip_special_tokens=False,
+    )
+    observations = trajectory_observations(trajectory)
+    assert masked_text == "".join(
+        f"\n<|im_start|>user\n{observation_message(observation)}<|im_end|>\n<|im_start|>assistant\n"
+        for observation in observations[1:3]
+    )
+    assert "PREVIOUS ACTION: type [3] [Zoë ☕] [0]" in masked_text
+    # Expert tokens carry unknown (NaN) sampling log-probs; env tokens 0.
+    for value, mask in zip(episode.logprobs, episode.env_mask, strict=False):
+        assert math.isnan(value) if mask else value == 0.0
+
+
+def test_truncated_turn_is_closed_with_masked_eos(tokenizer):
+    encoder = EpisodeEncoder(tokenizer)
+    observations = trajectory_observations(_trajectory())
+    episode = encoder.start(observations[0])
+    cut = tokenizer.encode("REASON: I will cl", add_special_tokens=False)  # hit max_new_tokens: no EOS
+    episode.add_policy_turn(cut, [-0.5] * len(cut))
+    encoder.add_observation(episode, observations[1])
+    assert episode.completion_ids[len(cut)] == tokenizer.eos_token_id
+    assert episode.env_mask[: len(cut) + 1] == [1] * len(cut) + [0]
+    assert episode.logprobs[: len(cut)] == [-0.5] * len(cut)
+    decoded = tokenizer.decode(episode.input_ids, skip_special_tokens=False)
+    assert decoded.endswith(
+        "REASON: I will cl<|im_end|>\n<|im_start|>user\n"
+        + observation_message(observations[1])
+        + "<|im_end|>\n<|im_start|>assistant\n"
+    )
+
+
+def test_max_axtree_chars_and_max_turns(tokenizer):
+    trajectory = _trajectory()
+    trajectory.steps[0].axtree = "\n".join(f"\t[{i}] link 'item {i}'" for i in range(200))
+    episode = encode_expert_trajectory(tokenizer, trajectory, max_axtree_chars=300, max_turns=1)
+    assert episode.num_turns == 1
+    prompt = tokenizer.decode(episode.prompt_ids)
+    assert "more lines cut)" in prompt and "item 199" not in prompt
+
+
+def test_trajectory_without_actions_is_rejected(tokenizer):
+    trajectory = Trajectory(id="x", task_id="t", goal="g", source="expert", steps=[Step(url="u", axtree="a")])
+    with pytest.raises(ValueError, match="no step with an action"):
+        encode_expert_trajectory(tokenizer, trajectory)
