@@ -30,7 +30,7 @@ URL = "https://www.google.com/travel/flights"
 
 TREE_1 = """<|begin_of_text|>RootWebArea 'Google Flights - Find Cheap Flight Options & Track Prices', url='https://www.google.com/travel/flights'
 \t[340] search 'Flight', visible
-\t\t[570] combobox 'Where from?' value='Montreal', clickable, visible, autocomplete='inline', hasPopup='menu', expanded=False
+\t\t[570] combobox 'Where from?' value='Montreal', clickable, visible, hasPopup='menu', expanded=False
 \t\t\tStaticText 'Montreal'
 \t\t[632] combobox 'Where to?', clickable, visible, focused, autocomplete='inline', hasPopup='menu', expanded=False
 \t\t[851] button 'Explore destinations', visible"""
