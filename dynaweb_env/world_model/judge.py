@@ -1,0 +1,204 @@
+"""The trajectory judge: the model-based self-assessment ``r̂(τ, q) ∈ {0, 1}`` that rewards dreams.
+
+A dream has no ground-truth reward, so (as in the paper) an LLM reads the whole trajectory — the
+task, every action with the agent's reasoning, the final page, and the ``stop`` answer — and
+decides whether the task was accomplished. The prompt follows the structure of the paper's prompts
+(role, information given, output format) and asks for a last line ``VERDICT: SUCCESS`` or
+``VERDICT: FAILURE``; anything else earns reward 0 with the problem recorded in
+:attr:`JudgeVerdict.error`.
+
+All verdicts of a batch come from one backend call (:meth:`TrajectoryJudge.judge`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..llm.base import Conversation, GenerationBackend, SamplingParams
+from ..observation import truncate_axtree
+
+#: Default token budget of one verdict (reasoning plus the verdict line).
+DEFAULT_JUDGE_MAX_NEW_TOKENS = 256
+#: Default character budget of the final tree in the judge prompt.
+DEFAULT_JUDGE_MAX_AXTREE_CHARS = 4000
+
+JUDGE_SYSTEM_PROMPT = """\
+You are an expert in evaluating the performance of a web navigation agent. The agent is designed to help a human \
+user complete a task on a website. Given the user's objective, the agent's action history, the final state of the \
+web page, and the agent's answer, your goal is to decide whether the agent accomplished the task.
+
+Here's the information you'll have:
+
+The user's objective: This is the task the agent was asked to complete.
+
+The action history: The actions the agent performed, in order, each with the agent's reasoning for it when \
+available.
+
+The final web page's URL: This is the page the agent ended on.
+
+The final web page's accessibility tree: This is a simplified representation of the final webpage, providing key \
+information.
+
+The agent's answer: The text the agent returned with `stop [answer]`, or "None" if the agent did not stop.
+
+The task is accomplished only if the final web page or the agent's answer shows that every part of the objective \
+was done. If the objective asks for information, the answer must contain it and be correct. Do not give credit for \
+actions that were planned but not performed, or for an answer that the final web page does not support.
+
+Generate your answer in the following format:
+
+REASONING: your step-by-step reasoning about whether the objective was accomplished
+
+VERDICT: SUCCESS or FAILURE
+
+The last line of your answer MUST be either `VERDICT: SUCCESS` or `VERDICT: FAILURE`."""
+
+# The verdict word must end its line, so an echo of the format line ("SUCCESS or FAILURE") never counts.
+_VERDICT = re.compile(r"VERDICT\s*\**\s*:[\s`*]*(SUCCESS|FAILURE)[ \t`*.!]*$", re.IGNORECASE | re.MULTILINE)
+_VERDICT_HEADER = re.compile(r"\**\s*VERDICT\s*\**\s*:", re.IGNORECASE)
+_REASONING = re.compile(r"REASONING\s*\**\s*:\s*\**(.*?)(?=\**\s*VERDICT\s*\**\s*:|\Z)", re.IGNORECASE | re.DOTALL)
+
+
+@dataclass(frozen=True)
+class JudgeStep:
+    """One action of a judged trajectory, with the agent's reasoning for it (``""`` if unknown)."""
+
+    action: str
+    reasoning: str = ""
+
+
+@dataclass(frozen=True)
+class JudgeRequest:
+    """A whole trajectory to judge.
+
+    Attributes:
+        goal: The task query.
+        steps: Every action taken, in order (for a dream from an intermediate start state: the
+            recorded actions before it, then the dreamed ones).
+        final_url: The URL of the last page.
+        final_axtree: The accessibility tree of the last page.
+        answer: The ``stop`` answer, or ``None`` if the trajectory ended without ``stop``.
+    """
+
+    goal: str
+    steps: tuple[JudgeStep, ...] = field(default_factory=tuple)
+    final_url: str = ""
+    final_axtree: str = ""
+    answer: str | None = None
+
+
+@dataclass(frozen=True)
+class JudgeVerdict:
+    """The judge's decision on one trajectory.
+
+    Attributes:
+        reward: ``1.0`` for ``VERDICT: SUCCESS``, ``0.0`` otherwise (including unparsable output).
+        reasoning: The ``REASONING:`` text (the whole output if that header is missing).
+        raw: The generated text as received.
+        error: Why the verdict could not be read, ``None`` if it could.
+    """
+
+    reward: float
+    reasoning: str
+    raw: str = ""
+    error: str | None = None
+
+
+def format_judge_input(request: JudgeRequest, max_axtree_chars: int = 0) -> str:
+    """The user message for one trajectory."""
+    if request.steps:
+        history = "\n".join(
+            f"{index}. {step.action}" + (f"\n   REASON: {step.reasoning.strip()}" if step.reasoning.strip() else "")
+            for index, step in enumerate(request.steps, start=1)
+        )
+    else:
+        history = "None"
+    answer = "None" if request.answer is None else (request.answer or "(empty)")
+    return (
+        f"OBJECTIVE: {request.goal}\n"
+        f"ACTION HISTORY:\n{history}\n"
+        f"FINAL URL: {request.final_url}\n"
+        f"FINAL ACCESSIBILITY TREE:\n{truncate_axtree(request.final_axtree, max_axtree_chars)}\n"
+        f"AGENT ANSWER: {answer}"
+    )
+
+
+def build_judge_messages(request: JudgeRequest, max_axtree_chars: int = 0) -> Conversation:
+    """The chat conversation asking for a verdict on one trajectory."""
+    return [
+        {"role": "system", "content": JUDGE_SYSTEM_PROMPT},
+        {"role": "user", "content": format_judge_input(request, max_axtree_chars)},
+    ]
+
+
+def parse_judge_output(text: str) -> JudgeVerdict:
+    """Read a verdict; the *last* ``VERDICT:`` line counts. Never raises."""
+    raw = text if isinstance(text, str) else ""
+    verdicts = _VERDICT.findall(raw)
+    reasoning_match = _REASONING.search(raw)
+    reasoning = (reasoning_match.group(1) if reasoning_match else _VERDICT_HEADER.split(raw)[0]).strip(" \t\n*")
+    if not verdicts:
+        return JudgeVerdict(0.0, reasoning, raw, "no 'VERDICT: SUCCESS|FAILURE' line in the judge output")
+    return JudgeVerdict(1.0 if verdicts[-1].upper() == "SUCCESS" else 0.0, reasoning, raw, None)
+
+
+class TrajectoryJudge:
+    """Scores whole trajectories with an LLM, in batches.
+
+    Args:
+        backend: Any :class:`~dynaweb_env.llm.base.GenerationBackend`.
+        sampling: Sampling parameters (default: greedy, :data:`DEFAULT_JUDGE_MAX_NEW_TOKENS` tokens):
+            a judge should not flip its verdict from one call to the next.
+        max_axtree_chars: Character budget of the final tree in the prompt (``0``: no limit).
+    """
+
+    def __init__(
+        self,
+        backend: GenerationBackend,
+        sampling: SamplingParams | None = None,
+        max_axtree_chars: int = DEFAULT_JUDGE_MAX_AXTREE_CHARS,
+    ):
+        if not callable(getattr(backend, "generate", None)):
+            raise ValueError(f"backend must implement GenerationBackend.generate, got {type(backend).__name__}")
+        if max_axtree_chars < 0:
+            raise ValueError(f"max_axtree_chars must be >= 0, got {max_axtree_chars}")
+        self.backend = backend
+        self.sampling = sampling or SamplingParams(temperature=0.0, max_new_tokens=DEFAULT_JUDGE_MAX_NEW_TOKENS)
+        self.max_axtree_chars = max_axtree_chars
+
+    def judge(self, requests: Sequence[JudgeRequest], seed: int | None = None) -> list[JudgeVerdict]:
+        """Judge every trajectory with one batched backend call (none for an empty batch)."""
+        if not requests:
+            return []
+        params = dataclasses.replace(self.sampling, seed=seed)
+        conversations = [build_judge_messages(request, self.max_axtree_chars) for request in requests]
+        generations = self.backend.generate(conversations, params)
+        if len(generations) != len(requests):
+            raise RuntimeError(f"backend returned {len(generations)} generations for {len(requests)} prompts")
+        verdicts = []
+        for generation in generations:
+            verdict = parse_judge_output(generation.text)
+            if verdict.error and generation.finish_reason == "length":
+                verdict = dataclasses.replace(verdict, error=verdict.error + " (generation hit the token limit)")
+            verdicts.append(verdict)
+        return verdicts
+
+    def __repr__(self) -> str:
+        return f"TrajectoryJudge({getattr(self.backend, 'model_name', type(self.backend).__name__)!r})"
+
+
+__all__ = [
+    "DEFAULT_JUDGE_MAX_NEW_TOKENS",
+    "DEFAULT_JUDGE_MAX_AXTREE_CHARS",
+    "JUDGE_SYSTEM_PROMPT",
+    "JudgeStep",
+    "JudgeRequest",
+    "JudgeVerdict",
+    "TrajectoryJudge",
+    "build_judge_messages",
+    "format_judge_input",
+    "parse_judge_output",
+]

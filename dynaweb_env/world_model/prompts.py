@@ -1,0 +1,256 @@
+"""The web world model's prompt and output format: the one place that defines both.
+
+The system prompt is the paper's (DynaWeb, appendix A.2, Figure 6), verbatim, followed by a short
+addendum, :data:`WORLD_MODEL_FORMAT_NOTES`, that states two conventions the paper leaves implicit:
+
+- **Next URL.** The tree section may open with a line ``URL: <next url>``. Without it the page keeps
+  its current URL.
+- **Terminal pages.** A line ``[Episode ended]`` after the tree says that the action ended the
+  episode (the task was submitted or the session closed); the dream then stops early, as in the
+  paper ("early termination if the world model generates a terminal state").
+
+A complete output therefore reads::
+
+    [Web state changes]
+    The "Submit" button was clicked; the form disappears and a confirmation message is shown.
+    [Next page accessibility tree]
+    URL: http://example.com/done
+    RootWebArea 'Done', focused
+    \t[5] StaticText 'Thank you!'
+    [Episode ended]
+
+:func:`format_world_model_target` writes exactly this layout (it is what supervised fine-tuning
+of the world model on real transitions trains on, terminal transitions included), and
+:func:`~dynaweb_env.world_model.parsing.parse_world_model_output` reads it back.
+"""
+
+from __future__ import annotations
+
+from ..actions import ACTION_ARGUMENTS
+from ..llm.base import Conversation
+from ..observation import truncate_axtree
+
+#: Section headers of the world model's output (paper, appendix A.2).
+CHANGES_HEADER = "[Web state changes]"
+TREE_HEADER = "[Next page accessibility tree]"
+#: Marker line after the tree: the action ended the episode.
+TERMINAL_MARKER = "[Episode ended]"
+#: Optional first line of the tree section naming the next page's URL.
+URL_PREFIX = "URL:"
+
+# The paper's description of each action, verbatim, grouped as in its prompt. Keys are the action
+# names of `dynaweb_env.actions`; `_check_grammar_coverage` keeps the two in step.
+WORLD_MODEL_ACTION_GROUPS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
+    (
+        "Page Operation Actions:",
+        (
+            ("click", "`click [id]`: This action clicks on an element with a specific id on the webpage."),
+            (
+                "type",
+                "`type [id] [content]`: Use this to type the content into the field with id. By default, the 'Enter' "
+                "key is pressed after typing unless `press_enter_after` is set to 0, i.e., `type [id] [content] [0]`.",
+            ),
+            ("hover", "`hover [id]`: Hover over an element with id."),
+            (
+                "press",
+                "`press [key_comb]`: Simulates the pressing of a key combination on the keyboard (e.g., Ctrl+v).",
+            ),
+            ("scroll", "`scroll [down]` or `scroll [up]`: Scroll the page up or down."),
+        ),
+    ),
+    (
+        "Tab Management Actions:",
+        (
+            ("new_tab", "`new_tab`: Open a new, empty browser tab."),
+            ("tab_focus", "`tab_focus [tab_index]`: Switch the browser's focus to a specific tab using its index."),
+            ("close_tab", "`close_tab`: Close the currently active tab."),
+        ),
+    ),
+    (
+        "URL Navigation Actions:",
+        (
+            ("goto", "`goto [url]`: Navigate to a specific URL."),
+            ("go_back", "`go_back`: Navigate to the previously viewed page."),
+            (
+                "go_forward",
+                "`go_forward`: Navigate to the next page (if a previous 'go_back' action was performed)",
+            ),
+        ),
+    ),
+    ("Completion Action:", (("stop", "`stop [answer]`: Done when you believe the task is complete."),)),
+)
+
+
+def _check_grammar_coverage() -> None:
+    described = [name for _, actions in WORLD_MODEL_ACTION_GROUPS for name, _ in actions]
+    if sorted(described) != sorted(ACTION_ARGUMENTS):
+        raise RuntimeError(
+            "world-model prompt and action grammar disagree: "
+            f"prompt describes {sorted(described)}, grammar has {sorted(ACTION_ARGUMENTS)}"
+        )
+
+
+_check_grammar_coverage()
+
+
+def _action_block() -> str:
+    paragraphs = []
+    for title, actions in WORLD_MODEL_ACTION_GROUPS:
+        paragraphs.append(title)
+        paragraphs.extend(description for _, description in actions)
+    return "\n\n".join(paragraphs)
+
+
+#: The paper's world-model system prompt (appendix A.2), verbatim.
+WORLD_MODEL_SYSTEM_PROMPT = f"""\
+You are an intelligent agent that predicts next state from given current action in a web environment, \
+with your own logical reasoning.
+
+Here's the information you'll have:
+
+The user's objective: This is the task you're trying to complete.
+
+The current web page's accessibility tree: This is a simplified representation of the webpage, providing key \
+information.
+
+The current web page's URL: This is the page you're currently navigating.
+
+The previous action: This is the action you just performed in the previous step. It may be helpful to track your \
+progress.
+
+The current action: This is the current action that you performed to achieve the user's objective in the current \
+web page's accessibility tree.
+
+The format of previous actions can fall into several categories:
+
+{_action_block()}
+
+Given the information above, you should first perform reasoning to predict expected changes on the current web \
+page's accessibility tree, and then generate the resulting next web page's accessibility tree based on your \
+predicted web page changes.
+
+Generate your answer in the following format:
+
+{CHANGES_HEADER}
+
+changes
+
+{TREE_HEADER}
+
+next_acc_tree
+
+where `changes` are the predicted web page changes, and `next_acc_tree` is your predicted next page \
+accessibility tree.
+
+For `next_acc_tree`, you MUST generate a valid accessibility tree based on your predicted changes, do NOT output \
+summary descriptions of how the `next_acc_tree` will change.
+
+If the full predicted `next_acc_tree` is too long, you should output a pruned tree by removing unimportant \
+elements that the web agent will unlikely use in subsequent action steps.
+
+Meanwhile, you should NOT omit key unchanged elements that the web agent might interact with in future time \
+steps.
+
+Note: Even if the web page does not change, you must still output the complete `next_acc_tree` !"""
+
+#: DynaWeb's addendum to the paper's prompt: how the next URL and a terminal page are written.
+WORLD_MODEL_FORMAT_NOTES = f"""\
+If the action leads to a different URL, write `{URL_PREFIX} <new url>` as the first line of `next_acc_tree`; \
+otherwise the URL stays the same.
+
+If the action ends the episode (for example, the task's answer was submitted), write `{TERMINAL_MARKER}` on its \
+own line after `next_acc_tree`."""
+
+#: Placeholder shown for "no previous action" (the first step of an episode).
+NO_PREVIOUS_ACTION = "None"
+
+
+def world_model_system_prompt() -> str:
+    """The full system message: the paper's prompt followed by :data:`WORLD_MODEL_FORMAT_NOTES`."""
+    return f"{WORLD_MODEL_SYSTEM_PROMPT}\n\n{WORLD_MODEL_FORMAT_NOTES}"
+
+
+def format_world_model_input(
+    goal: str,
+    url: str,
+    axtree: str,
+    action: str,
+    previous_action: str = "",
+    max_axtree_chars: int = 0,
+) -> str:
+    """The user message: objective, current URL, current tree, previous action, current action.
+
+    Args:
+        goal: The task query.
+        url: The current page's URL.
+        axtree: The current accessibility tree (flattened text form).
+        action: The action whose effect is to be predicted.
+        previous_action: The action taken before it (``""`` at the first step).
+        max_axtree_chars: Cut the tree to this many characters with
+            :func:`~dynaweb_env.observation.truncate_axtree` (``0``: no limit).
+    """
+    return (
+        f"OBJECTIVE: {goal}\n"
+        f"CURRENT URL: {url}\n"
+        f"CURRENT ACCESSIBILITY TREE:\n{truncate_axtree(axtree, max_axtree_chars)}\n"
+        f"PREVIOUS ACTION: {previous_action or NO_PREVIOUS_ACTION}\n"
+        f"CURRENT ACTION: {action}"
+    )
+
+
+def build_world_model_messages(
+    goal: str,
+    url: str,
+    axtree: str,
+    action: str,
+    previous_action: str = "",
+    max_axtree_chars: int = 0,
+) -> Conversation:
+    """The chat conversation asking the world model for the next state (system + user message).
+
+    Arguments are those of :func:`format_world_model_input`.
+    """
+    return [
+        {"role": "system", "content": world_model_system_prompt()},
+        {
+            "role": "user",
+            "content": format_world_model_input(goal, url, axtree, action, previous_action, max_axtree_chars),
+        },
+    ]
+
+
+def format_world_model_target(changes: str, next_url: str, next_axtree: str, terminal: bool = False) -> str:
+    """The world model's output for one transition, in the exact layout the parser reads.
+
+    This is the supervised target for training the world model on real transitions (including the
+    last transition of an episode, with ``terminal=True``).
+
+    Args:
+        changes: The description Δ of the state changes (with any reasoning before it).
+        next_url: The next page's URL; written as a ``URL:`` line unless empty.
+        next_axtree: The next page's accessibility tree.
+        terminal: Whether the transition ended the episode (appends :data:`TERMINAL_MARKER`).
+    """
+    parts = [CHANGES_HEADER, changes.strip(), TREE_HEADER]
+    if next_url.strip():
+        parts.append(f"{URL_PREFIX} {next_url.strip()}")
+    parts.append(next_axtree.strip("\n"))
+    if terminal:
+        parts.append(TERMINAL_MARKER)
+    return "\n".join(parts)
+
+
+__all__ = [
+    "CHANGES_HEADER",
+    "TREE_HEADER",
+    "TERMINAL_MARKER",
+    "URL_PREFIX",
+    "NO_PREVIOUS_ACTION",
+    "WORLD_MODEL_ACTION_GROUPS",
+    "WORLD_MODEL_SYSTEM_PROMPT",
+    "WORLD_MODEL_FORMAT_NOTES",
+    "world_model_system_prompt",
+    "format_world_model_input",
+    "build_world_model_messages",
+    "format_world_model_target",
+]
