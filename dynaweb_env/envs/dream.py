@@ -1,0 +1,417 @@
+"""DreamWeb-v0: web tasks played against an LLM web world model instead of a browser.
+
+The step logic lives in :class:`DreamDynamics`, which advances a *batch* of dream episodes with one
+world-model call and one judge call. :class:`DreamWebEnv` drives it with a batch of one and
+:class:`~dynaweb_env.envs.dream_vector.DreamWebVectorEnv` with a batch of ``num_envs``, so the two
+envs cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from ..actions import Action, ActionParseError, extract_action, extract_reasoning, format_action, parse_action
+from ..data.start_states import StartState, load_start_states, sample_start_state
+from ..llm.base import GenerationBackend, SamplingParams
+from ..observation import make_observation, render_observation
+from ..spaces import web_action_space, web_observation_space
+from ..world_model.judge import DEFAULT_JUDGE_MAX_NEW_TOKENS, JudgeRequest, JudgeStep, TrajectoryJudge
+from ..world_model.model import DEFAULT_MAX_AXTREE_CHARS, DEFAULT_MAX_NEW_TOKENS, WebWorldModel, WorldModelRequest
+
+#: Why a dream ended: the policy stopped, the world model predicted a terminal page, or the dream
+#: reached ``dream_length`` steps (a truncation).
+END_REASONS = ("stop", "terminal_state", "dream_length")
+
+
+@dataclass
+class DreamEpisode:
+    """The state of one dream: where it started, the current page, and what has been done."""
+
+    start: StartState
+    url: str
+    axtree: str
+    last_action: str = ""
+    last_action_error: str = ""
+    previous_action: str = ""
+    steps: list[JudgeStep] = field(default_factory=list)
+    answer: str | None = None
+    num_steps: int = 0
+    done: bool = False
+
+    @classmethod
+    def begin(cls, start: StartState) -> DreamEpisode:
+        previous = start.history[-1] if start.history else ""
+        return cls(start=start, url=start.url, axtree=start.axtree, last_action=previous, previous_action=previous)
+
+    def observation(self) -> dict[str, str]:
+        return make_observation(self.start.goal, self.url, self.axtree, self.last_action, self.last_action_error)
+
+    def reset_info(self) -> dict[str, Any]:
+        return {
+            "task_id": self.start.task_id,
+            "source": "dream",
+            "trajectory_id": self.start.trajectory_id,
+            "start_step_index": self.start.step_index,
+        }
+
+
+def _read_action(text: Any) -> tuple[Action | None, str, str, str]:
+    """``(action or None, action string to show, reasoning, error)`` for a bare action or a policy response."""
+    if not isinstance(text, str):
+        return None, "", "", f"action must be a string, got {type(text).__name__}"
+    try:
+        action = parse_action(text)
+        return action, format_action(action), "", ""
+    except ActionParseError as direct_error:
+        extracted = extract_action(text)
+        if extracted == text.strip():
+            return None, extracted[:1000], "", str(direct_error)
+        try:
+            action = parse_action(extracted)
+        except ActionParseError as error:
+            return None, extracted[:1000], extract_reasoning(text), str(error)
+        return action, format_action(action), extract_reasoning(text), ""
+
+
+class DreamDynamics:
+    """Advances batches of dream episodes: the transition and reward logic of DreamWeb-v0.
+
+    Args:
+        world_model: Predicts next pages.
+        judge: Scores finished dreams.
+        dream_length: Most steps per dream (malformed actions count).
+    """
+
+    def __init__(self, world_model: WebWorldModel, judge: TrajectoryJudge, dream_length: int):
+        self.world_model = world_model
+        self.judge = judge
+        self.dream_length = dream_length
+
+    def step(
+        self, episodes: Sequence[DreamEpisode], actions: Sequence[Any], seed: int | None = None
+    ) -> list[tuple[dict[str, str], float, bool, bool, dict[str, Any]]]:
+        """Apply one action to each episode, in place, with one world-model and one judge call.
+
+        Returns:
+            One ``(observation, reward, terminated, truncated, info)`` per episode.
+        """
+        if len(episodes) != len(actions):
+            raise ValueError(f"got {len(actions)} actions for {len(episodes)} episodes")
+        infos: list[dict[str, Any]] = []
+        terminated = [False] * len(episodes)
+        asks: list[int] = []
+        for index, (episode, text) in enumerate(zip(episodes, actions, strict=True)):
+            if episode.done:
+                raise ValueError("step() called on a finished dream; reset it first")
+            action, shown, reasoning, error = _read_action(text)
+            episode.num_steps += 1
+            episode.last_action, episode.last_action_error = shown, error
+            infos.append(
+                {**episode.reset_info(), "dream_step": episode.num_steps, "changes": "", "world_model_error": ""}
+            )
+            if action is None:
+                continue
+            episode.steps.append(JudgeStep(shown, reasoning))
+            if action.is_stop:
+                episode.answer = action.arg("answer")
+                terminated[index] = True
+            else:
+                asks.append(index)
+
+        requests = [
+            WorldModelRequest(
+                goal=episodes[i].start.goal,
+                url=episodes[i].url,
+                axtree=episodes[i].axtree,
+                action=episodes[i].last_action,
+                previous_action=episodes[i].previous_action,
+            )
+            for i in asks
+        ]
+        for index, prediction in zip(asks, self.world_model.predict(requests, seed=seed), strict=True):
+            episode = episodes[index]
+            episode.url, episode.axtree = prediction.url, prediction.axtree
+            episode.previous_action = episode.last_action
+            infos[index]["changes"] = prediction.changes
+            infos[index]["world_model_error"] = prediction.error or ""
+            terminated[index] = prediction.terminal
+
+        truncated = [
+            not term and ep.num_steps >= self.dream_length for ep, term in zip(episodes, terminated, strict=True)
+        ]
+        rewards = self._finish(episodes, terminated, truncated, infos, seed)
+        return [
+            (episode.observation(), rewards[i], terminated[i], truncated[i], infos[i])
+            for i, episode in enumerate(episodes)
+        ]
+
+    def _finish(
+        self,
+        episodes: Sequence[DreamEpisode],
+        terminated: list[bool],
+        truncated: list[bool],
+        infos: list[dict[str, Any]],
+        seed: int | None,
+    ) -> list[float]:
+        rewards = [0.0] * len(episodes)
+        to_judge: list[int] = []
+        for index, episode in enumerate(episodes):
+            if not (terminated[index] or truncated[index]):
+                continue
+            episode.done = True
+            ended_by = "stop" if episode.answer is not None else "terminal_state"
+            infos[index]["end_reason"] = ended_by if terminated[index] else "dream_length"
+            if episode.steps:
+                to_judge.append(index)
+            else:
+                # Nothing was done in the dream, so nothing can have been accomplished: no judge call.
+                infos[index].update(judge_reasoning="the dream took no valid action", judge_error="")
+        requests = [self._judge_request(episodes[index]) for index in to_judge]
+        for index, verdict in zip(to_judge, self.judge.judge(requests, seed=seed), strict=True):
+            rewards[index] = verdict.reward
+            infos[index].update(judge_reasoning=verdict.reasoning, judge_error=verdict.error or "")
+        return rewards
+
+    @staticmethod
+    def _judge_request(episode: DreamEpisode) -> JudgeRequest:
+        recorded = tuple(JudgeStep(action) for action in episode.start.history)
+        return JudgeRequest(
+            goal=episode.start.goal,
+            steps=recorded + tuple(episode.steps),
+            final_url=episode.url,
+            final_axtree=episode.axtree,
+            answer=episode.answer,
+        )
+
+
+def validate_dream_kwargs(
+    dream_length: int, max_new_tokens: int, judge_max_new_tokens: int, temperature: float
+) -> None:
+    """Raise ``ValueError`` for out-of-range constructor arguments (shared by both dream envs)."""
+    if isinstance(dream_length, bool) or not isinstance(dream_length, int) or dream_length < 1:
+        raise ValueError(f"dream_length must be a positive integer, got {dream_length!r}")
+    for name, value in (("max_new_tokens", max_new_tokens), ("judge_max_new_tokens", judge_max_new_tokens)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if not isinstance(temperature, (int, float)) or temperature < 0:
+        raise ValueError(f"world_model_temperature must be >= 0, got {temperature!r}")
+
+
+def build_dynamics(
+    world_model: str | GenerationBackend | WebWorldModel,
+    judge: str | GenerationBackend | TrajectoryJudge | None,
+    dream_length: int,
+    world_model_temperature: float,
+    max_new_tokens: int,
+    judge_max_new_tokens: int,
+    max_axtree_chars: int,
+) -> DreamDynamics:
+    """Resolve model specs into a :class:`DreamDynamics` (loads models; called lazily by the envs)."""
+    from ..llm import make_backend  # deferred: importing backends pulls in torch
+
+    def backend(spec: str | GenerationBackend) -> GenerationBackend:
+        return make_backend(spec) if isinstance(spec, str) else spec
+
+    if isinstance(world_model, WebWorldModel):
+        wm = world_model
+    else:
+        sampling = SamplingParams(temperature=world_model_temperature, top_p=0.9, max_new_tokens=max_new_tokens)
+        wm = WebWorldModel(backend(world_model), sampling=sampling, max_axtree_chars=max_axtree_chars)
+    if isinstance(judge, TrajectoryJudge):
+        trajectory_judge = judge
+    else:
+        judge_sampling = SamplingParams(temperature=0.0, max_new_tokens=judge_max_new_tokens)
+        trajectory_judge = TrajectoryJudge(wm.backend if judge is None else backend(judge), sampling=judge_sampling)
+    return DreamDynamics(wm, trajectory_judge, dream_length)
+
+
+def load_task_start_states(start_states: str | None, tasks: Sequence[str] | None, include_intermediate: bool):
+    """Load start states and keep those of ``tasks`` (``ValueError`` naming unknown tasks)."""
+    if start_states is not None and not isinstance(start_states, (str, Path)):
+        raise ValueError(f"start_states must be a path or None, got {type(start_states).__name__}")
+    states = load_start_states(start_states, include_intermediate=include_intermediate)
+    if tasks is None:
+        return states
+    if isinstance(tasks, str):
+        tasks = [tasks]
+    known = {state.task_id for state in states}
+    unknown = sorted(set(tasks) - known)
+    if unknown:
+        raise ValueError(f"unknown task(s) {unknown}; the start states cover {sorted(known)}")
+    return [state for state in states if state.task_id in set(tasks)]
+
+
+def choose_start_state(states: Sequence[StartState], rng: np.random.Generator, options: dict | None) -> StartState:
+    """The start state for a reset: pinned by ``options`` or sampled with ``rng``.
+
+    ``options["start_state"]`` (a :class:`StartState` or its dict) is used as is;
+    ``options["task"]`` (with optional ``"task_seed"`` and ``"step_index"``, default 0 when a seed is
+    given) picks among the loaded states. Unknown option values raise ``ValueError``.
+    """
+    options = options or {}
+    if options.get("start_state") is not None:
+        pinned = options["start_state"]
+        if isinstance(pinned, StartState):
+            return pinned
+        if isinstance(pinned, dict):
+            return StartState.from_dict(pinned)
+        raise ValueError(f"options['start_state'] must be a StartState or dict, got {type(pinned).__name__}")
+    candidates = list(states)
+    if options.get("task") is not None:
+        candidates = [state for state in candidates if state.task_id == options["task"]]
+        if not candidates:
+            raise ValueError(f"no start state for task {options['task']!r}")
+    if options.get("task_seed") is not None:
+        step_index = options.get("step_index", 0)
+        candidates = [s for s in candidates if s.task_seed == options["task_seed"] and s.step_index == step_index]
+        if not candidates:
+            raise ValueError(f"no start state with task_seed={options['task_seed']!r} and step_index={step_index}")
+    return sample_start_state(candidates, rng)
+
+
+class DreamWebEnv(gym.Env[dict[str, str], str]):
+    """A web task in a dream: a world model plays the web server, a judge gives the reward.
+
+    ## Description
+
+    The DynaWeb paper's synthetic environment. An episode starts on a real page (initial or
+    intermediate) taken from a recorded trajectory; each action the policy takes is sent, with the
+    current page, to an LLM web world model (:class:`~dynaweb_env.world_model.model.WebWorldModel`)
+    that predicts the changes and the next accessibility tree. When the dream ends, an LLM judge
+    (:class:`~dynaweb_env.world_model.judge.TrajectoryJudge`) reads the whole trajectory and returns
+    reward 1 (task accomplished) or 0.
+
+    ## Action Space
+
+    ``web_action_space()``: one string in the paper's grammar (:mod:`dynaweb_env.actions`), e.g.
+    ``click [13]`` or ``stop [42]``, or a whole policy response (``REASON: ... ACTION: ...``) from
+    which the action is extracted. A malformed action costs a step, leaves the page unchanged, sets
+    ``last_action_error`` and makes no model call.
+
+    ## Observation Space
+
+    ``web_observation_space()``: a dict of strings ``goal``, ``url``, ``axtree`` (flattened
+    accessibility tree), ``last_action``, ``last_action_error`` — the same as RealWeb-v0's.
+
+    ## Starting State
+
+    A start state drawn uniformly (with ``self.np_random``) from the start-state set. ``reset``
+    options pin it: ``{"start_state": StartState | dict}``, or ``{"task": id, "task_seed": n}``
+    (optionally ``"step_index": k``), so a group of rollouts can share one start state. At an
+    intermediate state, ``last_action`` shows the recorded action that led to it.
+
+    ## Rewards
+
+    0 on every non-final step. On the final step, the judge's verdict in {0, 1}; a dream that
+    took no valid action scores 0 without a judge call.
+
+    ## Episode End
+
+    - Termination: the policy issues ``stop [answer]``, or the world model marks the next page as
+      terminal (``[Episode ended]``).
+    - Truncation: ``dream_length`` steps (malformed ones included). Truncated dreams are judged too,
+      so a dream that finishes a task without ``stop`` can still score.
+
+    ``info`` carries ``task_id``, ``source="dream"``, ``trajectory_id``, ``start_step_index`` (of
+    the start state in its recording), ``dream_step``, ``changes`` (the predicted Δ),
+    ``world_model_error`` (``""`` if the output was well-formed) and, on the final step,
+    ``end_reason``, ``judge_reasoning`` and ``judge_error``.
+
+    ## Arguments
+
+    - ``world_model``: backend spec for :func:`dynaweb_env.llm.make_backend` (default
+      ``"smollm2-135m"``, the embedded model), a backend, or a ready ``WebWorldModel``.
+    - ``judge``: backend spec, backend or ``TrajectoryJudge``; ``None`` uses the world model's backend.
+    - ``start_states``: a trajectory JSONL file or directory; ``None`` for the shipped MiniWoB++ set.
+    - ``tasks``: keep only these task ids.
+    - ``dream_length``: most steps per dream (paper: up to 5).
+    - ``include_intermediate``: also start from intermediate pages of the recordings.
+    - ``world_model_temperature``: world-model sampling temperature (paper: 0.7; 0 is greedy).
+    - ``max_new_tokens`` / ``judge_max_new_tokens``: generation budgets of the world model and judge.
+    - ``max_axtree_chars``: character budget of the current tree in the world-model prompt.
+    - ``render_mode``: ``None`` or ``"ansi"``.
+
+    Models are loaded on the first step that needs them, so ``gym.make`` is cheap. The sampling seed
+    of every model call is drawn from ``self.np_random``: the same seed and actions with
+    ``world_model_temperature=0`` give the same rollout.
+
+    ## Version History
+
+    - v0: Initial version.
+    """
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 1}
+
+    def __init__(
+        self,
+        world_model: str | GenerationBackend | WebWorldModel = "smollm2-135m",
+        judge: str | GenerationBackend | TrajectoryJudge | None = None,
+        start_states: str | None = None,
+        tasks: list[str] | None = None,
+        dream_length: int = 5,
+        include_intermediate: bool = True,
+        world_model_temperature: float = 0.7,
+        max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+        judge_max_new_tokens: int = DEFAULT_JUDGE_MAX_NEW_TOKENS,
+        max_axtree_chars: int = DEFAULT_MAX_AXTREE_CHARS,
+        render_mode: str | None = None,
+    ):
+        validate_dream_kwargs(dream_length, max_new_tokens, judge_max_new_tokens, world_model_temperature)
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}, got {render_mode!r}")
+        self.observation_space = web_observation_space()
+        self.action_space = web_action_space()
+        self.render_mode = render_mode
+        self.dream_length = dream_length
+        self.start_states = load_task_start_states(start_states, tasks, include_intermediate)
+        self._model_args = (
+            world_model, judge, dream_length, world_model_temperature, max_new_tokens, judge_max_new_tokens,
+            max_axtree_chars,
+        )  # fmt: skip
+        self._dynamics: DreamDynamics | None = None
+        self._episode: DreamEpisode | None = None
+
+    @property
+    def dynamics(self) -> DreamDynamics:
+        """The world model and judge (built on first use)."""
+        if self._dynamics is None:
+            self._dynamics = build_dynamics(*self._model_args)
+        return self._dynamics
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        self._episode = DreamEpisode.begin(choose_start_state(self.start_states, self.np_random, options))
+        return self._episode.observation(), self._episode.reset_info()
+
+    def step(self, action: str):
+        if self._episode is None:
+            raise gym.error.ResetNeeded("call reset() before step()")
+        if self._episode.done:
+            raise gym.error.ResetNeeded("the dream has ended; call reset() before step()")
+        # Drawn on every step, model call or not, so the generator advances the same way each time.
+        seed = int(self.np_random.integers(2**31 - 1))
+        (result,) = self.dynamics.step([self._episode], [action], seed=seed)
+        return result
+
+    def render(self) -> str | None:
+        if self.render_mode is None:
+            gym.logger.warn("render() called without a render_mode; pass render_mode='ansi' to gym.make")
+            return None
+        if self._episode is None:
+            return ""
+        return render_dream(self._episode)
+
+
+def render_dream(episode: DreamEpisode) -> str:
+    """Text rendering of a dream's current state (``render_mode="ansi"``)."""
+    header = f"[dream {episode.start.task_id} step {episode.num_steps}{' (ended)' if episode.done else ''}]"
+    return header + "\n" + render_observation(episode.observation()) + "\n"
+
+
+__all__ = ["DreamDynamics", "DreamEpisode", "DreamWebEnv", "END_REASONS"]
