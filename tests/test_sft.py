@@ -1,0 +1,145 @@
+"""Policy SFT: loss only on the policy's turns, real TRL steps that learn, checkpoints that resume."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from dynaweb_env.data.io import write_trajectories
+from dynaweb_env.data.schema import Step, Trajectory
+from dynaweb_trainer.encoding import encode_expert_trajectory
+from dynaweb_trainer.sft import (
+    IGNORE_INDEX,
+    PolicySFTConfig,
+    build_sft_dataset,
+    build_sft_example,
+    build_sft_trainer,
+    load_expert_trajectories,
+    parse_config,
+    train_policy_sft,
+)
+
+TREE = "RootWebArea 'Click Test Task', focused\n\t[13] button 'ONE'\n\t[14] button 'TWO'"
+
+
+def make_trajectory(index: int, split: str = "train", success: bool = True) -> Trajectory:
+    target, other = ("13", "ONE") if index % 2 == 0 else ("14", "TWO")
+    steps = [
+        Step(url="file:///click.html", axtree=TREE, action=f"click [{target}]", reasoning=f"{other} is [{target}]."),
+        Step(url="file:///click.html", axtree=TREE, action="stop [N/A]", reasoning="Clicked it."),
+    ]
+    return Trajectory(
+        id=f"click/{index}", task_id="miniwob.click-button", goal=f'Click on the "{other}" button.', source="expert",
+        steps=steps, success=success, reward=float(success), metadata={"split": split, "seed": index},
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from transformers import AutoTokenizer
+
+    from dynaweb_env.models import resolve_model
+
+    return AutoTokenizer.from_pretrained(resolve_model("tiny-random"))
+
+
+def tiny_config(tmp_path, **overrides) -> PolicySFTConfig:
+    values = dict(
+        output_dir=str(tmp_path / "sft"), model_name_or_path="tiny-random", max_steps=3,
+        per_device_train_batch_size=1, learning_rate=5e-3, save_steps=3, seed=0, disable_tqdm=True,
+    )  # fmt: skip
+    values.update(overrides)
+    return PolicySFTConfig(**values)
+
+
+def test_labels_are_ignored_exactly_off_the_policy_turns(tokenizer):
+    trajectory = make_trajectory(0)
+    episode = encode_expert_trajectory(tokenizer, trajectory)
+    example = build_sft_example(episode.prompt_ids, episode.completion_ids, episode.env_mask)
+    ids, labels = example["input_ids"], example["labels"]
+    mask = [0] * len(episode.prompt_ids) + episode.env_mask
+    assert ids == episode.prompt_ids + episode.completion_ids and len(labels) == len(ids)
+    for token, label, keep in zip(ids, labels, mask, strict=True):
+        assert label == (token if keep else IGNORE_INDEX)
+    # What is learned is the two expert responses (each ending with EOS), and nothing of the observations.
+    learned = tokenizer.decode([label for label in labels if label != IGNORE_INDEX])
+    eos = tokenizer.eos_token
+    assert learned == f"REASON: ONE is [13].\nACTION: click [13]{eos}REASON: Clicked it.\nACTION: stop [N/A]{eos}"
+    assert "OBJECTIVE" in tokenizer.decode(ids) and "OBJECTIVE" not in learned
+
+
+def test_build_sft_example_rejects_bad_masks():
+    with pytest.raises(ValueError, match="env_mask has 1 entries for 2"):
+        build_sft_example([1], [2, 3], [1])
+    with pytest.raises(ValueError, match="no policy tokens"):
+        build_sft_example([1], [2, 3], [0, 0])
+
+
+def test_dataset_one_row_per_episode(tokenizer):
+    dataset = build_sft_dataset(tokenizer, [make_trajectory(0), make_trajectory(1)], max_axtree_chars=50)
+    assert dataset.num_rows == 2 and set(dataset.column_names) == {"input_ids", "labels", "trajectory_id"}
+    assert dataset["trajectory_id"] == ["click/0", "click/1"]
+
+
+def test_load_expert_trajectories_selects_and_reports(tmp_path):
+    path = tmp_path / "experts.jsonl"
+    write_trajectories(path, [make_trajectory(0), make_trajectory(1, split="test"), make_trajectory(2, success=False)])
+    assert [t.id for t in load_expert_trajectories([path], "train")] == ["click/0"]
+    assert [t.id for t in load_expert_trajectories([path], None, successful_only=False)] == [
+        "click/0", "click/1", "click/2",
+    ]  # fmt: skip
+    with pytest.raises(ValueError, match=r"splits present: \{'train': 2, 'test': 1\}"):
+        load_expert_trajectories([path], "valid")
+    with pytest.raises(FileNotFoundError, match="missing.jsonl"):
+        load_expert_trajectories([tmp_path / "missing.jsonl"])
+    with path.open("a") as handle:
+        handle.write("{corrupt\n")
+    with pytest.warns(UserWarning, match=r"experts.jsonl:4"):
+        assert len(load_expert_trajectories([path], "train")) == 1
+
+
+def test_config_from_yaml_and_flags(tmp_path):
+    config_file = tmp_path / "sft.yaml"
+    config_file.write_text("model_name_or_path: tiny-random\nlora_r: 4\nmax_steps: 3\ndataset_split: all\n")
+    config = parse_config(["--config", str(config_file), "--lora_r", "8", "--output_dir", str(tmp_path / "o")])
+    assert (config.model_name_or_path, config.lora_r, config.max_steps) == ("tiny-random", 8, 3)
+    assert config.dataset_split is None and config.use_peft and config.learning_rate == 2e-4
+    with pytest.raises(ValueError, match="lora_r"):
+        PolicySFTConfig(output_dir=str(tmp_path), lora_r=0)
+
+
+def test_sft_trains_tiny_random_lora_and_resumes(tmp_path):
+    trajectories = [make_trajectory(index) for index in range(2)]
+    config = tiny_config(tmp_path)
+    trainer, stats = build_sft_trainer(config, trajectories)
+    # TRL keeps our labels as they are: the loss sees only the policy's tokens.
+    prepared = trainer.train_dataset
+    assert sum(label != IGNORE_INDEX for row in prepared["labels"] for label in row) == stats["policy_tokens"]
+    before = {name: p.detach().clone() for name, p in trainer.model.named_parameters() if p.requires_grad}
+    assert before and all("lora" in name for name in before)
+    trainer.train()
+    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    assert len(losses) == 3 and losses[-1] < losses[0]
+    after = dict(trainer.model.named_parameters())
+    assert any(not torch.equal(before[name], after[name].detach()) for name in before)
+
+    # A checkpoint was written at step 3; resuming from it continues the step count.
+    summary = train_policy_sft(tiny_config(tmp_path, max_steps=4, resume_from_checkpoint="last"), trajectories)
+    assert summary["resumed_from"].endswith("checkpoint-3") and summary["steps"] == 4
+    output = tmp_path / "sft"
+    assert (output / "adapter_config.json").is_file() and (output / "tokenizer_config.json").is_file()
+    assert json.loads((output / "sft_summary.json").read_text())["steps"] == 4
+
+
+def test_full_fine_tuning_saves_a_model(tmp_path):
+    summary = train_policy_sft(tiny_config(tmp_path, use_peft=False, max_steps=1, save_strategy="no"),
+                               [make_trajectory(0), make_trajectory(1)])  # fmt: skip
+    assert not summary["adapter"] and summary["steps"] == 1
+    assert (tmp_path / "sft" / "config.json").is_file() and not (tmp_path / "sft" / "adapter_config.json").exists()
+
+
+def test_resume_without_checkpoint_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+        train_policy_sft(tiny_config(tmp_path, resume_from_checkpoint="last"), [make_trajectory(0)])
