@@ -1,1 +1,162 @@
-"""llm."""
+"""Text-generation backends shared by the world model, the judge and the policy.
+
+Everything that generates text builds its backend with :func:`make_backend`, from a spec string (as
+found in configs and on command lines), a dict, or a backend object. Spec grammar:
+
+==============================  =================================================================
+Spec                            Backend
+==============================  =================================================================
+``smollm2-135m``                embedded model (see :mod:`dynaweb_env.models`), transformers
+``tiny-random``                 embedded tiny random model, transformers (tests, smoke runs)
+``/path/to/checkpoint``         local checkpoint directory (also ``./rel`` or ``~/...``), transformers
+``hf:<id-or-path>``             transformers ``from_pretrained(<id>)`` (a hub id needs network access)
+``transformers:<ref>``          same as the bare forms above, spelled out
+``openai:<model>@<base_url>``   an OpenAI-compatible server, e.g.
+                                ``openai:Qwen/Qwen2.5-7B-Instruct@http://127.0.0.1:8000/v1``
+``vllm:<model-or-path>``        in-process vLLM (``pip install dynaweb[vllm]``, GPU)
+==============================  =================================================================
+
+A dict names the backend and its constructor arguments:
+``{"backend": "transformers" | "openai" | "vllm", "model": ..., **kwargs}`` (``openai`` also takes
+``base_url``).
+
+Backends are cached per process: the same spec (and keyword arguments) returns the same loaded
+backend, so several envs sharing a world model never load it twice. Pass ``cache=False`` for a
+fresh one, or call :func:`clear_backend_cache`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from .base import Conversation, Generation, GenerationBackend, GenerationError, SamplingParams
+
+_BACKEND_KINDS = ("transformers", "openai", "vllm")
+_cache: dict[str, GenerationBackend] = {}
+_cache_lock = threading.Lock()
+
+
+def parse_backend_spec(spec: str | dict[str, Any]) -> dict[str, Any]:
+    """Turn a spec string or dict into ``{"backend": kind, "model": ..., **kwargs}``.
+
+    Raises:
+        ValueError: If the spec is malformed, names an unknown backend, or a bare reference is
+            neither an embedded model nor an existing local path.
+    """
+    if isinstance(spec, dict):
+        options = dict(spec)
+        kind = options.get("backend", "transformers")
+        if kind not in _BACKEND_KINDS:
+            raise ValueError(f"unknown backend {kind!r} in {spec!r}; expected one of {_BACKEND_KINDS}")
+        if not options.get("model"):
+            raise ValueError(f"backend spec {spec!r} needs a 'model'")
+        if kind == "openai" and not options.get("base_url"):
+            raise ValueError(f"openai backend spec {spec!r} needs a 'base_url'")
+        options["backend"] = kind
+        return options
+    if not isinstance(spec, str):
+        raise ValueError(f"a backend spec must be a string, a dict or a backend, got {type(spec).__name__}")
+    text = spec.strip()
+    if not text:
+        raise ValueError("empty backend spec")
+    prefix, colon, rest = text.partition(":")
+    if colon and prefix == "openai":
+        for scheme in ("@http://", "@https://"):
+            model, at, url = rest.rpartition(scheme)
+            if at and model:
+                return {"backend": "openai", "model": model, "base_url": scheme[1:] + url}
+        raise ValueError(f"openai spec must look like 'openai:<model>@http://host:port/v1', got {spec!r}")
+    if colon and prefix == "vllm":
+        if not rest:
+            raise ValueError(f"vllm spec must look like 'vllm:<model>', got {spec!r}")
+        return {"backend": "vllm", "model": rest}
+    if colon and prefix == "hf":
+        if not rest:
+            raise ValueError(f"hf spec must look like 'hf:<id-or-path>', got {spec!r}")
+        return {"backend": "transformers", "model": rest}
+    if colon and prefix == "transformers":
+        text = rest
+    elif colon and prefix.isidentifier() and not Path(text).exists():
+        raise ValueError(f"unknown backend prefix {prefix!r} in {spec!r}; known: openai:, vllm:, hf:, transformers:")
+    from ..models import EMBEDDED_MODELS
+
+    if text in EMBEDDED_MODELS or Path(text).expanduser().is_dir():
+        return {"backend": "transformers", "model": text}
+    raise ValueError(
+        f"backend spec {spec!r} is neither an embedded model ({', '.join(EMBEDDED_MODELS)}) nor a local "
+        "directory; write 'hf:<id>' for a hub model, 'openai:<model>@<url>' or 'vllm:<model>'"
+    )
+
+
+def make_backend(
+    spec: str | dict[str, Any] | GenerationBackend = "smollm2-135m", *, cache: bool = True, **kwargs: Any
+) -> GenerationBackend:
+    """Build (or fetch from the per-process cache) the generation backend a spec names.
+
+    Args:
+        spec: A spec string (grammar in this module's docstring), a dict, or a backend, which is
+            returned unchanged.
+        cache: Reuse a backend already built from the same spec and keyword arguments.
+        **kwargs: Extra constructor arguments (e.g. ``max_batch_size``, ``device``, ``timeout``).
+
+    Returns:
+        A :class:`GenerationBackend`.
+
+    Raises:
+        ValueError: If the spec is malformed.
+        ImportError: If the backend's optional dependency (vLLM) is missing.
+        GenerationError: If the model cannot be loaded.
+    """
+    if isinstance(spec, GenerationBackend):
+        return spec
+    options = {**parse_backend_spec(spec), **kwargs}
+    try:
+        key = json.dumps(options, sort_keys=True)
+    except TypeError:  # unserialisable kwargs (a dtype object, ...): build without caching
+        key = None
+    if cache and key is not None:
+        with _cache_lock:
+            if key not in _cache:
+                _cache[key] = _build(options)
+            return _cache[key]
+    return _build(options)
+
+
+def _build(options: dict[str, Any]) -> GenerationBackend:
+    options = dict(options)
+    kind = options.pop("backend")
+    if kind == "openai":
+        from .openai_backend import OpenAIBackend
+
+        return OpenAIBackend(**options)
+    if kind == "vllm":
+        from .vllm_backend import VLLMBackend
+
+        return VLLMBackend(**options)
+    from .transformers_backend import TransformersBackend
+
+    model = options.pop("model")
+    model = os.fspath(Path(model).expanduser()) if model.startswith("~") else model
+    return TransformersBackend(model, **options)
+
+
+def clear_backend_cache() -> None:
+    """Forget every cached backend (their models are freed once no one else holds them)."""
+    with _cache_lock:
+        _cache.clear()
+
+
+__all__ = [
+    "Conversation",
+    "Generation",
+    "GenerationBackend",
+    "GenerationError",
+    "SamplingParams",
+    "clear_backend_cache",
+    "make_backend",
+    "parse_backend_spec",
+]

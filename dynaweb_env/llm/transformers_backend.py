@@ -1,0 +1,328 @@
+"""Batched generation with a local transformers model (CPU or GPU).
+
+:class:`TransformersBackend` runs its own decoding loop instead of ``model.generate`` so that it can
+return exactly what the trainer needs: the prompt ids the model saw, the sampled ids, and the
+log-probability of each sampled token, with per-sequence seeding that does not depend on how a
+batch is split or ordered.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from .base import Conversation, Generation, GenerationError, SamplingParams
+
+DEFAULT_MAX_BATCH_SIZE = 16
+
+
+def validate_conversation(conversation: Any) -> Conversation:
+    """Check that ``conversation`` is a non-empty list of ``{"role": str, "content": str}`` dicts.
+
+    Raises:
+        ValueError: Naming the first malformed message.
+    """
+    if not isinstance(conversation, (list, tuple)) or not conversation:
+        raise ValueError(f"a conversation must be a non-empty list of messages, got {type(conversation).__name__}")
+    for index, message in enumerate(conversation):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise ValueError(f"message {index} must be a dict with a string 'role', got {message!r:.80}")
+        if not isinstance(message.get("content"), str):
+            raise ValueError(f"message {index} must have a string 'content', got {message.get('content')!r:.80}")
+    return list(conversation)
+
+
+def _row_seeds(seed: int | None, count: int) -> list[int]:
+    # One generator per sequence, seeded from (seed, position in the call): a sequence's sample
+    # then depends only on its prompt, the seed and its position, never on batch splitting or
+    # length sorting. Without a seed the row seeds come from torch's global generator, so
+    # torch.manual_seed still makes a run reproducible.
+    if seed is None:
+        return torch.randint(0, 2**62, (count,)).tolist()
+    base = int(seed) % 2**63
+    states = (np.random.SeedSequence([base, row]).generate_state(1, dtype=np.uint64)[0] for row in range(count))
+    return [int(state) % 2**62 for state in states]
+
+
+def _sample(probs: torch.Tensor, top_p: float, generators: list[torch.Generator]) -> torch.Tensor:
+    """Draw one token per row from ``probs`` restricted to its top-p nucleus, row ``i`` with ``generators[i]``.
+
+    The nucleus is the smallest set of most likely tokens whose mass reaches ``top_p`` (the most
+    likely token always stays). It is found with a growing ``topk`` rather than a full sort: a
+    trained model's nucleus is usually a few dozen tokens out of tens of thousands.
+    """
+    vocab = probs.shape[-1]
+    if top_p >= 1.0:
+        values, indices = probs, None
+    else:
+        k = min(64, vocab)
+        while True:
+            values, indices = probs.topk(k, dim=-1)
+            if k == vocab or bool((values.sum(dim=-1) >= top_p).all()):
+                break
+            k = min(vocab, k * 8)
+        mass_before = values.cumsum(dim=-1) - values
+        values = values.masked_fill(mass_before >= top_p, 0.0)
+    # multinomial normalises each row itself, so the filtered mass need not sum to one.
+    picks = torch.cat([torch.multinomial(values[row], 1, generator=gen) for row, gen in enumerate(generators)])
+    return picks if indices is None else indices.gather(-1, picks[:, None]).squeeze(-1)
+
+
+class TransformersBackend:
+    """A :class:`~dynaweb_env.llm.base.GenerationBackend` over a transformers causal LM.
+
+    Prompts are left-padded and decoded together with a KV cache; sequences that finish leave the
+    batch so the rest decode faster. Batches larger than ``max_batch_size`` are split, after sorting
+    by prompt length to reduce padding; results always come back in input order.
+
+    What each :class:`~dynaweb_env.llm.base.Generation` holds:
+
+    - ``prompt_ids``: the prompt exactly as the model saw it, without padding (for chat input, the
+      tokenized chat template with the generation prompt; see :meth:`chat_prompt_ids`).
+    - ``completion_ids``: the sampled tokens, without padding. An end-of-sequence token that ended
+      the sequence is *included* (the policy must learn to emit it) and ``finish_reason`` is
+      ``"stop"``; ``text`` never contains it (special tokens are skipped when decoding).
+    - ``logprobs``: for each completion token, ``log_softmax(logits / temperature)`` in float32,
+      taken *before* top-p filtering (the convention TRL uses to recompute log-probabilities), with
+      temperature 1 when decoding greedily.
+    - Stop strings: the sequence ends at the token that completes a stop string; ``text`` is cut
+      right after the stop string (which is kept), while ``completion_ids`` end with that whole
+      token, which may carry a few characters more.
+
+    Sampling: ``seed`` gives every sequence its own generator derived from ``(seed, index)``, so the
+    same call returns the same texts, and a sequence's sample does not depend on ``max_batch_size``
+    or on the other prompts in the batch. Identical prompts at different positions get different
+    samples (as a GRPO group needs).
+
+    Args:
+        model: An embedded model name (see :mod:`dynaweb_env.models`), a local checkpoint
+            directory, a hub id, or an already-loaded ``PreTrainedModel`` (a peft-wrapped model
+            works too: the trainer passes its live policy this way).
+        tokenizer: The tokenizer; required with a loaded model, loaded from the checkpoint otherwise.
+        device: Device to load onto (default: CUDA if available, else CPU). With a loaded model the
+            model's own device is used and this must be ``None`` or match.
+        dtype: Weights dtype when loading (default float32 on CPU, bfloat16 on CUDA).
+        max_batch_size: Most sequences decoded together.
+        model_name: Name for logs; defaults to the reference or the model's ``name_or_path``.
+
+    Example:
+        >>> backend = TransformersBackend("tiny-random")
+        >>> [gen] = backend.generate([[{"role": "user", "content": "Hi"}]], SamplingParams(max_new_tokens=4))
+    """
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str] | Any = "smollm2-135m",
+        tokenizer: Any = None,
+        *,
+        device: str | torch.device | None = None,
+        dtype: str | torch.dtype | None = None,
+        max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
+        model_name: str | None = None,
+    ) -> None:
+        if max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
+        self.max_batch_size = max_batch_size
+        if isinstance(model, (str, os.PathLike)):
+            self.model, self.tokenizer, self.model_name = self._load(model, tokenizer, device, dtype)
+        elif isinstance(model, torch.nn.Module):
+            if tokenizer is None:
+                raise ValueError("a loaded model needs its tokenizer: TransformersBackend(model, tokenizer)")
+            model_device = next(model.parameters()).device
+            if device is not None and torch.device(device) != model_device:
+                raise ValueError(f"model is on {model_device}, not on the requested device {device}")
+            self.model, self.tokenizer = model, tokenizer
+            config = getattr(model, "config", None)
+            self.model_name = str(getattr(config, "name_or_path", "") or type(model).__name__)
+        else:
+            raise ValueError(f"model must be a name, a path or a loaded model, got {type(model).__name__}")
+        if model_name is not None:
+            self.model_name = model_name
+        self.eos_token_ids = self._eos_ids()
+        self.pad_token_id = self._pad_id()
+        base = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
+        self._logits_to_keep = "logits_to_keep" in inspect.signature(base.forward).parameters
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _load(reference, tokenizer, device, dtype):
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        from ..models import resolve_model
+
+        path = resolve_model(reference)
+        if device is None:
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        device = torch.device(device)
+        if dtype is None:
+            dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+        elif isinstance(dtype, str):
+            if not isinstance(getattr(torch, dtype, None), torch.dtype):
+                raise ValueError(f"unknown dtype {dtype!r}")
+            dtype = getattr(torch, dtype)
+        try:
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device)
+            if tokenizer is None:
+                tokenizer = AutoTokenizer.from_pretrained(path)
+        except OSError as error:
+            raise GenerationError(
+                f"cannot load model {str(reference)!r} (resolved to {str(path)!r}): {error}. No model hub is "
+                "assumed reachable: use an embedded name (`python -m dynaweb_env.models list`) or a local directory."
+            ) from error
+        model.eval()
+        return model, tokenizer, str(reference)
+
+    def _eos_ids(self) -> frozenset[int]:
+        ids: set[int] = set()
+        config = getattr(self.model, "generation_config", None)
+        value = getattr(config, "eos_token_id", None)
+        ids.update([value] if isinstance(value, int) else list(value or []))
+        if self.tokenizer.eos_token_id is not None:
+            ids.add(self.tokenizer.eos_token_id)
+        return frozenset(ids)
+
+    def _pad_id(self) -> int:
+        if self.tokenizer.pad_token_id is not None:
+            return int(self.tokenizer.pad_token_id)
+        return min(self.eos_token_ids) if self.eos_token_ids else 0
+
+    @property
+    def device(self) -> torch.device:
+        """The device the model's weights are on."""
+        return next(self.model.parameters()).device
+
+    def chat_prompt_ids(self, conversation: Conversation) -> list[int]:
+        """Token ids of the chat template applied to ``conversation``, with the generation prompt.
+
+        These are exactly the ``prompt_ids`` :meth:`generate` feeds the model for that conversation.
+        """
+        text = self.tokenizer.apply_chat_template(
+            validate_conversation(conversation), add_generation_prompt=True, tokenize=False
+        )
+        # The rendered template already holds every special token; adding more would duplicate BOS.
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def generate(self, conversations: Sequence[Conversation], params: SamplingParams) -> list[Generation]:
+        """Generate one completion per chat conversation (chat template applied), in input order."""
+        prompts = [self.chat_prompt_ids(conversation) for conversation in conversations]
+        return self.generate_from_ids(prompts, params)
+
+    def generate_from_ids(self, prompt_ids: Sequence[list[int]], params: SamplingParams) -> list[Generation]:
+        """Generate one completion per tokenized prompt, in input order.
+
+        Raises:
+            ValueError: If a prompt is empty or holds ids outside the vocabulary.
+        """
+        prompts = [list(map(int, ids)) for ids in prompt_ids]
+        vocab_size = self.model.get_input_embeddings().num_embeddings
+        for index, ids in enumerate(prompts):
+            if not ids:
+                raise ValueError(f"prompt {index} is empty")
+            if min(ids) < 0 or max(ids) >= vocab_size:
+                raise ValueError(f"prompt {index} has token ids outside [0, {vocab_size})")
+        if not prompts:
+            return []
+        seeds = _row_seeds(params.seed, len(prompts))
+        order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]), reverse=True)
+        results: list[Generation | None] = [None] * len(prompts)
+        with self._lock:
+            was_training = self.model.training
+            self.model.eval()
+            try:
+                with torch.inference_mode():
+                    for start in range(0, len(order), self.max_batch_size):
+                        chunk = order[start : start + self.max_batch_size]
+                        outputs = self._decode([prompts[i] for i in chunk], [seeds[i] for i in chunk], params)
+                        for index, generation in zip(chunk, outputs, strict=True):
+                            results[index] = generation
+            finally:
+                if was_training:
+                    self.model.train()
+        return results  # type: ignore[return-value]
+
+    def _decode(self, prompts: list[list[int]], seeds: list[int], params: SamplingParams) -> list[Generation]:
+        device = self.device
+        width = max(len(ids) for ids in prompts)
+        input_ids = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long)
+        attention_mask = torch.zeros((len(prompts), width), dtype=torch.long)
+        for row, ids in enumerate(prompts):
+            input_ids[row, width - len(ids) :] = torch.tensor(ids)
+            attention_mask[row, width - len(ids) :] = 1
+        input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
+        position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+        generators = [torch.Generator(device=device).manual_seed(seed) for seed in seeds]
+        temperature = params.temperature if params.temperature > 0 else 1.0
+        from transformers import DynamicCache
+
+        cache = DynamicCache()
+        completions: list[list[int]] = [[] for _ in prompts]
+        logprobs: list[list[float]] = [[] for _ in prompts]
+        finish = ["length"] * len(prompts)
+        texts: list[str | None] = [None] * len(prompts)
+        active = list(range(len(prompts)))  # original rows still decoding, in cache order
+        step_input = input_ids
+        for _ in range(params.max_new_tokens):
+            extra = {"logits_to_keep": 1} if self._logits_to_keep else {}
+            out = self.model(
+                input_ids=step_input,
+                attention_mask=attention_mask,
+                position_ids=position_ids[:, -step_input.shape[1] :],
+                past_key_values=cache,
+                use_cache=True,
+                **extra,
+            )
+            cache = out.past_key_values
+            log_probs = torch.log_softmax(out.logits[:, -1, :].float() / temperature, dim=-1)
+            if params.greedy:
+                tokens = log_probs.argmax(dim=-1)
+            else:
+                tokens = _sample(log_probs.exp(), params.top_p, [generators[row] for row in active])
+            chosen = log_probs.gather(-1, tokens[:, None]).squeeze(-1).tolist()
+            keep: list[int] = []
+            for i, (row, token) in enumerate(zip(active, tokens.tolist(), strict=True)):
+                completions[row].append(token)
+                logprobs[row].append(chosen[i])
+                if token in self.eos_token_ids:
+                    finish[row] = "stop"
+                    continue
+                if params.stop:
+                    text = self._cut_at_stop(completions[row], params.stop)
+                    if text is not None:
+                        finish[row], texts[row] = "stop", text
+                        continue
+                keep.append(i)
+            if not keep:
+                break
+            next_tokens = tokens[:, None]
+            if len(keep) < len(active):
+                index = torch.tensor(keep, device=device)
+                cache.batch_select_indices(index)
+                attention_mask, position_ids = attention_mask[index], position_ids[index]
+                next_tokens = next_tokens[index]
+                active = [active[i] for i in keep]
+            attention_mask = torch.cat([attention_mask, attention_mask.new_ones((len(active), 1))], dim=-1)
+            position_ids = torch.cat([position_ids, position_ids[:, -1:] + 1], dim=-1)
+            step_input = next_tokens
+        generations = []
+        for row, ids in enumerate(prompts):
+            text = texts[row]
+            if text is None:
+                text = self.tokenizer.decode(completions[row], skip_special_tokens=True)
+            generations.append(Generation(text, list(ids), completions[row], logprobs[row], finish[row]))
+        return generations
+
+    def _cut_at_stop(self, completion: list[int], stops: tuple[str, ...]) -> str | None:
+        # Decoding the whole completion each step is simpler than tracking token boundaries and
+        # costs microseconds next to a forward pass.
+        text = self.tokenizer.decode(completion, skip_special_tokens=True)
+        ends = [text.find(stop) + len(stop) for stop in stops if stop and stop in text]
+        return text[: min(ends)] if ends else None
+
+
+__all__ = ["TransformersBackend", "validate_conversation"]

