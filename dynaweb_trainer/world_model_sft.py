@@ -1,0 +1,553 @@
+"""Supervised fine-tuning of the web world model on real transitions (paper, section 3.2, eq. 4).
+
+Every real transition ``(o_t, a_t, o_{t+1})`` of the expert trajectories becomes one chat example in
+the world model's own prompt format, the one :class:`~dynaweb_env.world_model.WebWorldModel` sends at
+dream time::
+
+    system     the paper's world-model prompt (appendix A.2)         ┐ prompt: no loss
+    user       objective, URL, current tree, previous / current action ┘
+    assistant  [Web state changes]                                    ┐ completion: the loss
+               <teacher reasoning, if any> <Δ>                        │ (``loss_on="full"``), or
+               [Next page accessibility tree]                         │ only up to the tree header
+               URL: <next url, if it changed>                         │ (``loss_on="changes"``,
+               <next tree>                                            │ the paper's eq. 4)
+               [Episode ended]      (when the action ended the episode)┘
+
+Δ comes from ``Step.changes`` (labelled by :mod:`dynaweb_env.data.labels`: a teacher LLM or the
+structural diff); transitions not labelled yet get the structural diff on the fly
+(``label_missing="diff"``). Both trees are cut by :func:`~dynaweb_env.observation.truncate_axtree`
+to ``max_axtree_chars``; sequences longer than ``max_length`` tokens are cut (counted in the summary)
+and those whose prompt alone fills ``max_length`` are dropped. Training is TRL's
+:class:`~trl.SFTTrainer` on the pre-tokenized examples, with a LoRA adapter (peft) by default.
+
+Command line::
+
+    dynaweb-train-wm --output_dir runs/wm-smollm2                     # LoRA on the shipped data
+    dynaweb-train-wm --model_name_or_path tiny-random --max_steps 3 --output_dir /tmp/wm-smoke
+    dynaweb-train-wm --dataset_path labelled.jsonl --loss_on changes  # teacher labels, eq. 4 loss
+    dynaweb-train-wm --output_dir runs/wm-smollm2 --resume_from_checkpoint last
+
+The output directory holds the adapter (``adapter_config.json``, ``adapter_model.safetensors``), the
+tokenizer and ``wm_sft_summary.json``. It loads as a world-model backend with
+``make_backend("<output_dir>")`` (transformers attaches the adapter to its base model).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+from trl import SFTConfig, SFTTrainer, TrlParser
+
+from dynaweb_env.data.io import read_trajectories
+from dynaweb_env.data.labels import structural_diff, transition_reasoning
+from dynaweb_env.data.schema import Trajectory
+from dynaweb_env.observation import truncate_axtree
+from dynaweb_env.world_model.model import DEFAULT_MAX_AXTREE_CHARS
+from dynaweb_env.world_model.prompts import TREE_HEADER, build_world_model_messages, format_world_model_target
+
+#: Real trajectories shipped with the package (scripted experts on MiniWoB++ tasks).
+BUILTIN_TRAJECTORIES = Path(str(files("dynaweb_env.data") / "builtin" / "miniwob_small.jsonl"))
+#: Label of tokens left out of the loss (PyTorch's cross-entropy ``ignore_index``).
+IGNORE_INDEX = -100
+#: Written into the output directory next to the adapter.
+SUMMARY_FILE = "wm_sft_summary.json"
+
+LOSS_ON = ("full", "changes")
+LABEL_MISSING = ("diff", "skip")
+
+
+@dataclass
+class WorldModelSFTConfig(SFTConfig):
+    r"""Configuration of :func:`train_world_model` (and the ``dynaweb-train-wm`` command).
+
+    Every field of :class:`~trl.SFTConfig` (and so of :class:`~transformers.TrainingArguments`) is accepted
+    as well; only the defaults below differ from TRL's.
+
+    Parameters:
+        model_name_or_path (`str`, *optional*, defaults to `"smollm2-135m"`):
+            Base model of the world model: an embedded model name (`"smollm2-135m"`, `"tiny-random"`) or a local
+            checkpoint directory.
+        dataset_path (`list[str]`, *optional*):
+            Trajectory files (JSONL in the trajectory schema) or directories of them; consecutive steps are the
+            real transitions. Defaults to the shipped `dynaweb_env/data/builtin/miniwob_small.jsonl`.
+        dataset_split (`str` or `None`, *optional*, defaults to `"train"`):
+            Keep trajectories whose `metadata["split"]` equals this; `None` (or `"all"`) keeps all. Failed
+            trajectories are kept: their transitions are as real as successful ones.
+        label_missing (`str`, *optional*, defaults to `"diff"`):
+            Transitions without `changes`: `"diff"` labels them with the structural diff, `"skip"` leaves them out.
+        include_reasoning (`bool`, *optional*, defaults to `True`):
+            Put the teacher's reasoning trace (recorded by `dynaweb_env.data.labels`) before Δ in the target.
+        loss_on (`str`, *optional*, defaults to `"full"`):
+            `"full"`: loss on the whole world-model output (reasoning, Δ, next tree, markers, end of turn), so a
+            small model learns to write the tree. `"changes"`: loss on the changes section only (paper, eq. 4),
+            the next tree stays in the sequence as context.
+        max_axtree_chars (`int`, *optional*, defaults to `6000`):
+            Character budget of the current tree in the prompt and of the next tree in the target (`0`: no
+            limit). The default is the world model's own prompt budget.
+        use_peft (`bool`, *optional*, defaults to `True`):
+            Train a LoRA adapter (peft) instead of all weights.
+        lora_r (`int`, *optional*, defaults to `16`):
+            LoRA rank.
+        lora_alpha (`int`, *optional*, defaults to `32`):
+            LoRA scaling numerator (the update is scaled by `lora_alpha / lora_r`).
+        lora_dropout (`float`, *optional*, defaults to `0.05`):
+            Dropout on the LoRA branch.
+        lora_target_modules (`list[str]`, *optional*, defaults to `["all-linear"]`):
+            Modules that receive adapters; `["all-linear"]` targets every linear layer but the output head.
+
+    > Defaults that differ from [`~trl.SFTConfig`]: `output_dir="runs/wm-sft"`, `learning_rate=2e-4` (a LoRA
+    > rate), `num_train_epochs=1` (the paper trains its world models for one epoch), `max_length=3072`,
+    > `per_device_train_batch_size=4`, `gradient_checkpointing=False` (small models on CPU: it only costs
+    > time), `bf16` only where a CUDA device supports it, `logging_steps=1`, `save_steps=50`,
+    > `save_total_limit=2`, `report_to="none"`.
+    """
+
+    output_dir: str = field(default="runs/wm-sft", metadata={"help": "Where checkpoints, adapter and tokenizer go."})
+    model_name_or_path: str = field(
+        default="smollm2-135m",
+        metadata={"help": "Embedded model name (smollm2-135m, tiny-random) or local checkpoint directory."},
+    )
+    dataset_path: list[str] | None = field(
+        default=None,
+        metadata={"help": "Trajectory JSONL files or directories (default: the shipped miniwob_small.jsonl)."},
+    )
+    dataset_split: str | None = field(
+        default="train",
+        metadata={"help": "Keep trajectories with metadata['split'] equal to this ('all' or None: keep all)."},
+    )
+    label_missing: str = field(
+        default="diff",
+        metadata={"help": "Unlabelled transitions: 'diff' (structural diff) or 'skip'.", "choices": LABEL_MISSING},
+    )
+    include_reasoning: bool = field(
+        default=True, metadata={"help": "Put the teacher's reasoning (if recorded) before the changes."}
+    )
+    loss_on: str = field(
+        default="full",
+        metadata={"help": "'full' world-model output, or 'changes' only (paper eq. 4).", "choices": LOSS_ON},
+    )
+    max_axtree_chars: int = field(
+        default=DEFAULT_MAX_AXTREE_CHARS,
+        metadata={"help": "Character budget of the current and next trees (0: no limit)."},
+    )
+    use_peft: bool = field(default=True, metadata={"help": "Train a LoRA adapter instead of all weights."})
+    lora_r: int = field(default=16, metadata={"help": "LoRA rank."})
+    lora_alpha: int = field(default=32, metadata={"help": "LoRA alpha (update scaled by lora_alpha / lora_r)."})
+    lora_dropout: float = field(default=0.05, metadata={"help": "Dropout on the LoRA branch."})
+    lora_target_modules: list[str] = field(
+        default_factory=lambda: ["all-linear"], metadata={"help": "Modules that receive LoRA adapters."}
+    )
+
+    # Defaults overridden from SFTConfig / TrainingArguments.
+    learning_rate: float = field(default=2e-4, metadata={"help": "Initial AdamW learning rate."})
+    num_train_epochs: float = field(default=1.0, metadata={"help": "Passes over the transitions (paper: 1)."})
+    max_length: int | None = field(default=3072, metadata={"help": "Longest tokenized example; longer ones are cut."})
+    per_device_train_batch_size: int = field(default=4, metadata={"help": "Examples per device per step."})
+    gradient_checkpointing: bool = field(default=False, metadata={"help": "Trade compute for memory."})
+    logging_steps: float = field(default=1, metadata={"help": "Log every this many steps."})
+    save_steps: float = field(default=50, metadata={"help": "Save a checkpoint every this many steps."})
+    save_total_limit: int | None = field(default=2, metadata={"help": "Keep at most this many checkpoints."})
+    report_to: None | str | list[str] = field(default="none", metadata={"help": "Experiment trackers to report to."})
+
+    def __post_init__(self) -> None:
+        if self.bf16 is None:
+            # TRL turns bf16 on by default; on a CPU that is slow, so only where a GPU supports it.
+            import torch
+
+            self.bf16 = bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+        if isinstance(self.dataset_split, str) and self.dataset_split.lower() in ("all", "none", ""):
+            self.dataset_split = None
+        if self.label_missing not in LABEL_MISSING:
+            raise ValueError(f"label_missing must be one of {LABEL_MISSING}, got {self.label_missing!r}")
+        if self.loss_on not in LOSS_ON:
+            raise ValueError(f"loss_on must be one of {LOSS_ON}, got {self.loss_on!r}")
+        if self.max_axtree_chars < 0:
+            raise ValueError(f"max_axtree_chars must be >= 0, got {self.max_axtree_chars}")
+        if self.lora_r < 1:
+            raise ValueError(f"lora_r must be >= 1, got {self.lora_r}")
+        if not 0 <= self.lora_dropout < 1:
+            raise ValueError(f"lora_dropout must be in [0, 1), got {self.lora_dropout}")
+        if not self.model_name_or_path:
+            raise ValueError("model_name_or_path must not be empty")
+        super().__post_init__()
+
+
+# ---------------------------------------------------------------------------------------------------
+# Data: trajectories -> transitions -> (prompt, target) -> tokens with a loss mask.
+# ---------------------------------------------------------------------------------------------------
+
+
+def load_trajectories(paths: Sequence[str | os.PathLike[str]] | None = None, split: str | None = "train") -> list:
+    """Read trajectories for world-model SFT (default: the shipped data), keeping ``metadata["split"] == split``.
+
+    Raises:
+        FileNotFoundError: If a path does not exist.
+        ValueError: If nothing is left after selection (the message says which splits exist).
+    """
+    paths = list(paths) if paths else [BUILTIN_TRAJECTORIES]
+    for path in paths:
+        if not Path(path).exists():
+            raise FileNotFoundError(f"trajectory file not found: {path}")
+    trajectories = read_trajectories(paths)
+    if not trajectories:
+        raise ValueError(f"no trajectories in {', '.join(map(str, paths))}")
+    selected = [t for t in trajectories if split is None or t.metadata.get("split") == split]
+    if not selected:
+        splits = Counter(str(t.metadata.get("split")) for t in trajectories)
+        raise ValueError(
+            f"no trajectories with metadata['split'] == {split!r} in {', '.join(map(str, paths))}; "
+            f"splits present: {dict(splits)} (use dataset_split='all' to keep every trajectory)"
+        )
+    return selected
+
+
+def is_terminal_transition(trajectory: Trajectory, index: int) -> bool:
+    """Whether the action of ``steps[index]`` ended the episode (the world model then writes ``[Episode ended]``).
+
+    The last step of a trajectory holds the final page; when its action is empty, the episode was ended by the
+    environment (e.g. a MiniWoB++ task completed) right after the previous step's action. A final ``stop``
+    belongs to the agent, not to the world model, and ``metadata["truncated"]`` marks an episode cut by a step
+    limit: neither makes the last transition terminal.
+    """
+    last = len(trajectory.steps) - 1
+    return (
+        index + 1 == last
+        and not trajectory.steps[last].action.strip()
+        and not trajectory.metadata.get("truncated", False)
+    )
+
+
+def world_model_example(
+    trajectory: Trajectory,
+    index: int,
+    *,
+    max_axtree_chars: int = DEFAULT_MAX_AXTREE_CHARS,
+    include_reasoning: bool = True,
+    label_missing: str = "diff",
+) -> tuple[list[dict[str, str]], str] | None:
+    """The ``(messages, target)`` of transition ``steps[index] -> steps[index + 1]``, or ``None`` to skip it.
+
+    ``messages`` is exactly what :class:`~dynaweb_env.world_model.WebWorldModel` sends for this transition;
+    ``target`` is :func:`~dynaweb_env.world_model.prompts.format_world_model_target` of its Δ (with the teacher's
+    reasoning before it), the next URL when it changed, the next tree and the terminal marker.
+    """
+    before, after = trajectory.steps[index], trajectory.steps[index + 1]
+    if not before.action.strip():
+        return None
+    changes = before.changes.strip()
+    if not changes:
+        if label_missing == "skip":
+            return None
+        changes = structural_diff(before.axtree, after.axtree, before.url, after.url)
+    reasoning = transition_reasoning(trajectory, index) if include_reasoning else ""
+    if reasoning:
+        changes = f"{reasoning.strip()}\n\n{changes}"
+    previous = trajectory.steps[index - 1].action if index > 0 else ""
+    messages = build_world_model_messages(
+        goal=trajectory.goal,
+        url=before.url,
+        axtree=before.axtree,
+        action=before.action,
+        previous_action=previous,
+        max_axtree_chars=max_axtree_chars,
+    )
+    next_url = after.url if after.url.strip() != before.url.strip() else ""
+    target = format_world_model_target(
+        changes, next_url, truncate_axtree(after.axtree, max_axtree_chars), is_terminal_transition(trajectory, index)
+    )
+    return messages, target
+
+
+def tokenize_example(
+    tokenizer: Any, messages: list[dict[str, str]], target: str, loss_on: str = "full"
+) -> dict[str, list[int]]:
+    """Tokenize one chat example; ``labels`` keep only the world model's own tokens.
+
+    The prompt (system + user message + the assistant header) is labelled :data:`IGNORE_INDEX`; the target is
+    labelled up to and including the end-of-turn token (text the chat template adds after it is not the
+    model's). With ``loss_on="changes"`` the labels stop at the ``[Next page accessibility tree]`` header.
+
+    Raises:
+        ValueError: If the chat template does not render the prompt as a prefix of the full conversation.
+    """
+    prompt_text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    full_text = tokenizer.apply_chat_template(
+        [*messages, {"role": "assistant", "content": target}], add_generation_prompt=False, tokenize=False
+    )
+    if not full_text.startswith(prompt_text):
+        raise ValueError("the chat template does not render the prompt as a prefix of prompt + answer")
+    target_start = full_text.find(target, len(prompt_text))
+    if target_start < 0:  # a template that reformats the answer (e.g. trims it): train on all it renders
+        target_start = len(prompt_text)
+    eos = tokenizer.eos_token or ""
+    eos_at = full_text.find(eos, target_start + len(target)) if eos else -1
+    end = eos_at + len(eos) if eos_at >= 0 else target_start + len(target)
+    if loss_on == "changes":
+        end = target_start + target.index(TREE_HEADER) if TREE_HEADER in target else end
+    encoded = tokenizer(full_text, add_special_tokens=False, return_offsets_mapping=True)
+    labels = [
+        token if start >= target_start and stop <= end and stop > start else IGNORE_INDEX
+        for token, (start, stop) in zip(encoded["input_ids"], encoded["offset_mapping"], strict=True)
+    ]
+    return {"input_ids": list(encoded["input_ids"]), "labels": labels}
+
+
+@dataclass
+class WorldModelData:
+    """Pre-tokenized examples and what building them found."""
+
+    rows: list[dict[str, list[int]]]
+    stats: dict[str, Any]
+
+
+def build_world_model_dataset(
+    tokenizer: Any, trajectories: Sequence[Trajectory], config: WorldModelSFTConfig
+) -> WorldModelData:
+    """Tokenize every usable transition of ``trajectories`` (with a progress bar), applying ``max_length``."""
+    from tqdm.auto import tqdm
+
+    rows: list[dict[str, list[int]]] = []
+    stats: Counter[str] = Counter()
+    lengths: list[int] = []
+    transitions = [(t, i) for t in trajectories for i in range(len(t.steps) - 1)]
+    for trajectory, index in tqdm(transitions, desc="tokenizing transitions", unit="ex", file=sys.stderr):
+        stats["transitions"] += 1
+        example = world_model_example(
+            trajectory,
+            index,
+            max_axtree_chars=config.max_axtree_chars,
+            include_reasoning=config.include_reasoning,
+            label_missing=config.label_missing,
+        )
+        if example is None:
+            stats["skipped_unlabelled_or_no_action"] += 1
+            continue
+        if trajectory.steps[index].changes.strip():
+            stats["labelled"] += 1
+        else:
+            stats["diff_labelled_on_the_fly"] += 1
+        stats["terminal"] += is_terminal_transition(trajectory, index)
+        row = tokenize_example(tokenizer, *example, loss_on=config.loss_on)
+        lengths.append(len(row["input_ids"]))
+        if config.max_length is not None and len(row["input_ids"]) > config.max_length:
+            row = {key: value[: config.max_length] for key, value in row.items()}
+            if all(label == IGNORE_INDEX for label in row["labels"]):
+                stats["dropped_prompt_too_long"] += 1
+                continue
+            stats["truncated"] += 1
+        stats["loss_tokens"] += sum(label != IGNORE_INDEX for label in row["labels"])
+        stats["tokens"] += len(row["input_ids"])
+        rows.append(row)
+    if not rows:
+        raise ValueError(f"no usable transitions in {len(trajectories)} trajectories ({dict(stats)})")
+    summary: dict[str, Any] = {"trajectories": len(trajectories), "examples": len(rows), **stats}
+    summary["max_example_tokens"] = max(lengths)
+    summary["mean_example_tokens"] = round(sum(lengths) / len(lengths), 1)
+    return WorldModelData(rows, summary)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Training.
+# ---------------------------------------------------------------------------------------------------
+
+
+def make_lora_config(config: WorldModelSFTConfig) -> Any:
+    """The :class:`peft.LoraConfig` for ``config`` (``None`` for full fine-tuning)."""
+    if not config.use_peft:
+        return None
+    from peft import LoraConfig
+
+    targets: Any = config.lora_target_modules
+    if list(targets) == ["all-linear"]:
+        targets = "all-linear"
+    return LoraConfig(
+        r=config.lora_r,
+        lora_alpha=config.lora_alpha,
+        lora_dropout=config.lora_dropout,
+        target_modules=targets,
+        task_type="CAUSAL_LM",
+    )
+
+
+def resolve_checkpoint(config: WorldModelSFTConfig) -> str | None:
+    """The checkpoint to resume from: ``resume_from_checkpoint`` as a path, or ``"last"`` for the newest one.
+
+    Raises:
+        FileNotFoundError: If the named checkpoint, or any checkpoint for ``"last"``, is missing.
+    """
+    value = config.resume_from_checkpoint
+    if value is None or str(value).lower() in ("", "false", "no", "none"):
+        return None
+    if str(value).lower() in ("last", "latest", "true", "yes"):
+        from transformers.trainer_utils import get_last_checkpoint
+
+        last = get_last_checkpoint(config.output_dir) if os.path.isdir(config.output_dir) else None
+        if last is None:
+            raise FileNotFoundError(
+                f"resume_from_checkpoint={value!r}: no checkpoint-* directory in {config.output_dir}"
+            )
+        return last
+    if not os.path.isdir(value):
+        raise FileNotFoundError(f"resume_from_checkpoint: checkpoint directory not found: {value}")
+    return str(value)
+
+
+def build_world_model_trainer(
+    config: WorldModelSFTConfig, trajectories: Sequence[Trajectory] | None = None
+) -> tuple[SFTTrainer, dict[str, Any]]:
+    """Load data, tokenizer and model and build the ``SFTTrainer`` (nothing trained yet).
+
+    Args:
+        config: What to train and how.
+        trajectories: Use these instead of reading ``config.dataset_path``.
+
+    Returns:
+        The trainer and the statistics of its data.
+    """
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+
+    from dynaweb_env.models import resolve_model
+
+    if trajectories is None:
+        trajectories = load_trajectories(config.dataset_path, config.dataset_split)
+    model_path = str(resolve_model(config.model_name_or_path))
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    data = build_world_model_dataset(tokenizer, trajectories, config)
+    trainer = SFTTrainer(
+        model=model_path,
+        args=config,
+        train_dataset=Dataset.from_list(data.rows),
+        processing_class=tokenizer,
+        peft_config=make_lora_config(config),
+    )
+    return trainer, data.stats
+
+
+def train_world_model(
+    config: WorldModelSFTConfig, trajectories: Sequence[Trajectory] | None = None, command: str | None = None
+) -> dict[str, Any]:
+    """Fine-tune the world model on real transitions with TRL's ``SFTTrainer`` and save the adapter.
+
+    Args:
+        config: What to train and how.
+        trajectories: Use these instead of reading ``config.dataset_path``.
+        command: The command line recorded in the summary (default: this process's ``sys.argv``).
+
+    Returns:
+        The run summary (also written to ``<output_dir>/wm_sft_summary.json``): data statistics, first and last
+        logged loss, steps, throughput, where the adapter went.
+    """
+    start = time.perf_counter()
+    resume = resolve_checkpoint(config)
+    trainer, data_stats = build_world_model_trainer(config, trajectories)
+    train_start = time.perf_counter()
+    result = trainer.train(resume_from_checkpoint=resume)
+    train_seconds = time.perf_counter() - train_start
+    trainer.save_model(config.output_dir)
+    trainer.processing_class.save_pretrained(config.output_dir)
+
+    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    steps_this_run = trainer.state.global_step - (int(Path(resume).name.split("-")[-1]) if resume else 0)
+    summary = {
+        "model": config.model_name_or_path,
+        "output_dir": str(config.output_dir),
+        "adapter": bool(config.use_peft),
+        "loss_on": config.loss_on,
+        "max_axtree_chars": config.max_axtree_chars,
+        "max_length": config.max_length,
+        "data": data_stats,
+        "trainable_parameters": sum(p.numel() for p in trainer.model.parameters() if p.requires_grad),
+        "steps": trainer.state.global_step,
+        "epochs": trainer.state.epoch,
+        "resumed_from": resume,
+        "first_loss": losses[0] if losses else None,
+        "last_loss": losses[-1] if losses else None,
+        "train_loss": result.training_loss,
+        "train_seconds": round(train_seconds, 1),
+        "seconds_per_step": round(train_seconds / steps_this_run, 2) if steps_this_run > 0 else None,
+        "runtime_s": round(time.perf_counter() - start, 1),
+        "command": command or shlex.join(sys.argv),
+    }
+    if trainer.is_world_process_zero():
+        (Path(config.output_dir) / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def format_summary(summary: dict[str, Any]) -> str:
+    """A short human-readable report of a :func:`train_world_model` run."""
+    data = summary["data"]
+    loss = (
+        f", loss {summary['first_loss']:.3f} -> {summary['last_loss']:.3f}" if summary["first_loss"] is not None else ""
+    )
+    kind = "LoRA adapter" if summary["adapter"] else "full model"
+    return "\n".join(
+        [
+            f"world-model SFT of {summary['model']}: {summary['steps']} steps in {summary['train_seconds']} s"
+            f" ({summary['seconds_per_step']} s/step){loss}",
+            f"  data: {data['examples']} transitions from {data['trajectories']} trajectories, "
+            f"{data.get('loss_tokens', 0)} of {data.get('tokens', 0)} tokens in the loss ({summary['loss_on']}), "
+            f"longest {data['max_example_tokens']}, {data.get('truncated', 0)} truncated, "
+            f"{data.get('dropped_prompt_too_long', 0)} dropped",
+            f"  saved {kind} ({summary['trainable_parameters']:,} trainable parameters) and tokenizer to "
+            f"{summary['output_dir']}",
+        ]
+    )
+
+
+def parse_config(argv: Sequence[str] | None = None) -> WorldModelSFTConfig:
+    """Parse command-line arguments (``--config x.yaml`` gives defaults that flags override)."""
+    parser = TrlParser(WorldModelSFTConfig, prog="dynaweb-train-wm")
+    (config,) = parser.parse_args_and_config(args=argv)
+    return config
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Entry point of ``dynaweb-train-wm``: parse ``argv``, train, print and return the summary."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    summary = train_world_model(parse_config(argv), command=shlex.join(["dynaweb-train-wm", *argv]))
+    print(format_summary(summary))
+    return summary
+
+
+def cli() -> None:
+    """Console-script wrapper of :func:`main`."""
+    main()
+
+
+__all__ = [
+    "BUILTIN_TRAJECTORIES",
+    "IGNORE_INDEX",
+    "SUMMARY_FILE",
+    "WorldModelSFTConfig",
+    "WorldModelData",
+    "load_trajectories",
+    "is_terminal_transition",
+    "world_model_example",
+    "tokenize_example",
+    "build_world_model_dataset",
+    "make_lora_config",
+    "resolve_checkpoint",
+    "build_world_model_trainer",
+    "train_world_model",
+    "format_summary",
+    "parse_config",
+    "main",
+    "cli",
+]
+
+
+if __name__ == "__main__":
+    cli()

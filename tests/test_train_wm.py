@@ -1,0 +1,174 @@
+"""Tests of world-model SFT (`dynaweb-train-wm`): example format, loss mask, a real TRL run with resume."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dynaweb_env.data.io import write_trajectories
+from dynaweb_env.data.labels import LABELS_METADATA_KEY
+from dynaweb_env.data.schema import Step, Trajectory
+from dynaweb_env.world_model import WebWorldModel, WorldModelRequest, format_world_model_target
+from dynaweb_env.world_model.prompts import TERMINAL_MARKER, TREE_HEADER
+from dynaweb_trainer.world_model_sft import (
+    IGNORE_INDEX,
+    SUMMARY_FILE,
+    WorldModelSFTConfig,
+    build_world_model_dataset,
+    build_world_model_trainer,
+    is_terminal_transition,
+    main,
+    resolve_checkpoint,
+    tokenize_example,
+    world_model_example,
+)
+
+FORM = "RootWebArea 'Login', focused\n\t[3] textbox 'Username'\n\t[4] button 'Log in'"
+TYPED = "RootWebArea 'Login', focused\n\t[3] textbox 'Username' value='bob', focused\n\t[4] button 'Log in'"
+WELCOME = "RootWebArea 'Welcome'\n\t[7] heading 'Welcome, bob'\n\t[8] link 'Log out'"
+
+
+def login_trajectory(name: str, final_action: str = "", split: str = "train") -> Trajectory:
+    steps = [
+        Step("http://site/login", FORM, "type [3] [bob] [0]", changes="The textbox [3] now reads bob."),
+        Step("http://site/login", TYPED, "click [4]"),
+        Step("http://site/home", WELCOME, final_action),
+    ]
+    trajectory = Trajectory(name, "site.login", "Log in as bob.", "expert", steps, True, 1.0, {"split": split})
+    trajectory.metadata[LABELS_METADATA_KEY] = {
+        "method": "teacher",
+        "model": "scripted",
+        "transitions": [{"step": 0, "source": "teacher", "reasoning": "Typing fills the box.", "error": ""}],
+    }
+    return trajectory
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from transformers import AutoTokenizer
+
+    from dynaweb_env.models import resolve_model
+
+    return AutoTokenizer.from_pretrained(resolve_model("tiny-random"))
+
+
+class _NoBackend:
+    model_name = "none"
+
+    def generate(self, conversations, params):
+        raise AssertionError("not called")
+
+
+def test_example_is_the_world_models_own_prompt_and_target():
+    trajectory = login_trajectory("t")
+    messages, target = world_model_example(trajectory, 1)
+    request = WorldModelRequest("Log in as bob.", "http://site/login", TYPED, "click [4]", "type [3] [bob] [0]")
+    assert messages == WebWorldModel(_NoBackend()).build_messages(request)  # one prompt for training and dreams
+    assert target.startswith("[Web state changes]\n") and "URL: http://site/home" in target
+    assert target.endswith(WELCOME + "\n" + TERMINAL_MARKER)  # empty final action: the env ended the episode
+    _, first = world_model_example(trajectory, 0)
+    assert first == format_world_model_target(
+        "Typing fills the box.\n\nThe textbox [3] now reads bob.", "", TYPED, terminal=False
+    )
+    _, without = world_model_example(trajectory, 0, include_reasoning=False)
+    assert "Typing" not in without
+    assert world_model_example(trajectory, 1, label_missing="skip") is None  # step 1 has no label
+
+
+def test_terminal_only_when_the_environment_ended_the_episode():
+    assert is_terminal_transition(login_trajectory("a"), 1)
+    assert not is_terminal_transition(login_trajectory("a"), 0)
+    assert not is_terminal_transition(login_trajectory("b", final_action="stop [done]"), 1)
+    truncated = login_trajectory("c")
+    truncated.metadata["truncated"] = True
+    assert not is_terminal_transition(truncated, 1)
+
+
+@pytest.mark.parametrize("loss_on", ["full", "changes"])
+def test_loss_mask_covers_only_the_target(tokenizer, loss_on):
+    messages, target = world_model_example(login_trajectory("t"), 1)
+    row = tokenize_example(tokenizer, messages, target, loss_on=loss_on)
+    prompt_text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    prompt_ids = tokenizer(prompt_text, add_special_tokens=False)["input_ids"]
+    assert row["input_ids"][: len(prompt_ids)] == prompt_ids  # the model trains on the prompt it will see
+    assert set(row["labels"][: len(prompt_ids)]) == {IGNORE_INDEX}
+    trained = [token for token in row["labels"] if token != IGNORE_INDEX]
+    expected = target + tokenizer.eos_token if loss_on == "full" else target[: target.index(TREE_HEADER)]
+    assert tokenizer.decode(trained) == expected
+    # The trained tokens are one contiguous span.
+    positions = [i for i, token in enumerate(row["labels"]) if token != IGNORE_INDEX]
+    assert positions == list(range(positions[0], positions[-1] + 1))
+
+
+def test_dataset_statistics_truncation_and_drops(tokenizer):
+    trajectories = [login_trajectory("a"), login_trajectory("b", final_action="stop [ok]")]
+    config = WorldModelSFTConfig(output_dir="/tmp/unused", max_length=None, label_missing="diff")
+    data = build_world_model_dataset(tokenizer, trajectories, config)
+    assert data.stats["examples"] == 4 and data.stats["terminal"] == 1
+    assert data.stats["labelled"] == 2 and data.stats["diff_labelled_on_the_fly"] == 2
+    longest = data.stats["max_example_tokens"]
+    # A cap between the prompt and the full length cuts targets; a cap inside the prompt drops examples.
+    cut = build_world_model_dataset(
+        tokenizer, trajectories, WorldModelSFTConfig(output_dir="/tmp/u", max_length=longest - 5)
+    )
+    assert cut.stats["truncated"] >= 1 and all(len(row["input_ids"]) <= longest - 5 for row in cut.rows)
+    with pytest.raises(ValueError, match="no usable transitions"):
+        build_world_model_dataset(tokenizer, trajectories, WorldModelSFTConfig(output_dir="/tmp/u", max_length=50))
+    skip = WorldModelSFTConfig(output_dir="/tmp/u", label_missing="skip")
+    assert build_world_model_dataset(tokenizer, trajectories, skip).stats["examples"] == 2
+
+
+def test_config_validation(tmp_path):
+    with pytest.raises(ValueError, match="loss_on"):
+        WorldModelSFTConfig(output_dir=str(tmp_path), loss_on="tree")
+    with pytest.raises(ValueError, match="label_missing"):
+        WorldModelSFTConfig(output_dir=str(tmp_path), label_missing="teacher")
+    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+        resolve_checkpoint(WorldModelSFTConfig(output_dir=str(tmp_path), resume_from_checkpoint="last"))
+    with pytest.raises(FileNotFoundError, match="trajectory file not found"):
+        main(["--output_dir", str(tmp_path), "--dataset_path", str(tmp_path / "missing.jsonl")])
+
+
+def test_train_saves_a_loadable_adapter_and_resumes(tmp_path):
+    from safetensors.torch import load_file
+
+    from dynaweb_env.llm import SamplingParams, make_backend
+
+    data = tmp_path / "transitions.jsonl"
+    write_trajectories(data, [login_trajectory(f"t{i}") for i in range(3)] + [login_trajectory("v", split="val")])
+    out = tmp_path / "wm"
+    common = ["--model_name_or_path", "tiny-random", "--dataset_path", str(data), "--output_dir", str(out)]
+    common += ["--per_device_train_batch_size", "2", "--save_steps", "1", "--learning_rate", "5e-3"]
+
+    summary = main([*common, "--max_steps", "2"])
+    assert summary["steps"] == 2 and summary["data"]["examples"] == 6  # the val trajectory is left out
+    assert summary["first_loss"] is not None and summary["last_loss"] is not None
+    assert json.loads((out / SUMMARY_FILE).read_text())["steps"] == 2
+    assert (out / "adapter_config.json").is_file() and (out / "checkpoint-2").is_dir()
+    weights = load_file(out / "adapter_model.safetensors")
+    assert sum(tensor.numel() for tensor in weights.values()) == summary["trainable_parameters"]
+    # LoRA's B matrices start at zero: non-zero ones prove the optimiser changed the adapter.
+    assert any(float(t.abs().sum()) > 0 for name, t in weights.items() if "lora_B" in name)
+    assert (out / "adapter_model.safetensors").stat().st_size < 1_000_000  # a small adapter, not a model
+
+    backend = make_backend(str(out), cache=False)
+    assert hasattr(backend.model, "peft_config")  # the adapter is attached to its base model
+    (generation,) = backend.generate([[{"role": "user", "content": "hi"}]], SamplingParams(max_new_tokens=3))
+    assert len(generation.completion_ids) >= 1
+
+    resumed = main([*common, "--max_steps", "3", "--resume_from_checkpoint", "last"])
+    assert resumed["steps"] == 3 and Path(resumed["resumed_from"]).name == "checkpoint-2"
+
+
+def test_trainer_dataset_keeps_the_mask_after_trl_preparation(tmp_path):
+    config = WorldModelSFTConfig(output_dir=str(tmp_path), model_name_or_path="tiny-random", max_steps=1)
+    trainer, stats = build_world_model_trainer(config, [login_trajectory("a")])
+    tokenizer = trainer.processing_class
+    rows = list(trainer.train_dataset)
+    assert len(rows) == stats["examples"] == 2
+    for row, index in zip(rows, (0, 1), strict=True):
+        _, target = world_model_example(login_trajectory("a"), index)
+        trained = [token for token in row["labels"] if token != IGNORE_INDEX]
+        assert tokenizer.decode(trained) == target + tokenizer.eos_token
