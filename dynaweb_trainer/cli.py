@@ -1,0 +1,153 @@
+"""``dynaweb-train``: GSPO training of a web agent in dreams, in the real browser, or both.
+
+Run (the defaults train the embedded SmolLM2-135M policy with LoRA against the embedded world model
+on the shipped MiniWoB++ start states and expert trajectories, in minutes on a CPU)::
+
+    dynaweb-train --env dream --expert-frac 0.5            # = make demo
+    dynaweb-train --env real --max-steps 5                 # MiniWoB++ in Chromium
+    dynaweb-train --env mix --real-frac 0.3
+    dynaweb-train --preset paper --policy /ckpt/nnetnav-8b --world-model openai:wm@http://wm:8000/v1
+    dynaweb-train --config run.yaml --learning-rate 1e-5   # YAML keys = GSPOConfig fields; flags win
+    dynaweb-train --resume                                 # continue from output_dir's last checkpoint
+
+Configuration is layered: the preset (``--preset``, default ``cpu-small``; see
+``dynaweb_trainer/presets/``), then ``--config FILE`` (a YAML mapping of
+:class:`~dynaweb_trainer.config.GSPOConfig` fields; its ``env:`` key may be the environment
+name, or, as in TRL, a mapping of environment variables), then command-line flags. Every
+``GSPOConfig``/``GRPOConfig``/``TrainingArguments`` field is a flag (``--help`` lists them).
+
+Progress shows as a bar with one line per log (reward, success rate, expert share, dream length,
+world-model format errors, policy tokens/s); metrics also go to ``--report-to`` (tensorboard,
+wandb, ...). Checkpoints are written every ``--save-steps`` and at the end; ``summary.json`` in
+``output_dir`` holds the run's summary.
+
+Scaling out:
+
+- **Several GPUs**: ``accelerate launch --num_processes 8 -m dynaweb_trainer.cli --preset paper``
+  (add ``--config_file fsdp.yaml`` to accelerate for FSDP; Table 3 used FSDP with parameter and
+  optimizer offloading). Each process runs its share of the rollouts with its own vector envs.
+- **World model / judge on a server**: any OpenAI-compatible endpoint (vLLM, SGLang, TGI):
+  ``--world-model openai:<model>@http://host:8000/v1`` (and ``--judge``); the dream env then makes
+  one batched request per step.
+- **Policy rollouts with vLLM**: ``--use-vllm --vllm-mode colocate`` (or ``server`` with
+  ``trl vllm-serve --model <policy>``); :class:`~dynaweb_trainer.trainer.VLLMPolicy` sends each
+  turn's batch to TRL's vLLM engine, whose weights TRL syncs after every step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .config import GSPOConfig, available_presets, preset_path
+
+DEFAULT_PRESET = "cpu-small"
+
+
+def _read_yaml(path: str | Path) -> dict[str, Any]:
+    with open(path, encoding="utf-8") as handle:
+        values = yaml.safe_load(handle) or {}
+    if not isinstance(values, dict):
+        raise ValueError(f"config file {path} must contain a YAML mapping")
+    return values
+
+
+def _apply_env_key(values: dict[str, Any]) -> None:
+    # TRL reserves `env:` in config files for environment variables; DynaWeb also accepts the
+    # environment name there (`env: dream`), since `--env` is its flag.
+    env = values.pop("env", None)
+    if isinstance(env, dict):
+        for key, value in env.items():
+            os.environ[str(key)] = str(value)
+    elif env is not None:
+        values["environment"] = env
+
+
+def parse_train_args(argv: Sequence[str] | None = None) -> GSPOConfig:
+    """Parse ``dynaweb-train`` arguments: preset, then ``--config`` YAML, then flags (TRL's parser).
+
+    Raises:
+        ValueError: For an unknown preset or config key.
+    """
+    from trl import TrlParser
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--preset", default=DEFAULT_PRESET)
+    pre.add_argument("--config", default=None)
+    known, _ = pre.parse_known_args(argv)
+    values = _read_yaml(preset_path(known.preset))
+    _apply_env_key(values)
+    if known.config:
+        overrides = _read_yaml(known.config)
+        _apply_env_key(overrides)
+        values.update(overrides)
+
+    parser = TrlParser([GSPOConfig], prog="dynaweb-train", description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--preset", default=DEFAULT_PRESET, help=f"Named preset: {', '.join(available_presets())} (default cpu-small)."
+    )
+    parser.add_argument("--config", default=None, help="YAML file of GSPOConfig fields (overrides the preset).")
+    unknown = parser.set_defaults_with_config(**values)
+    if unknown:
+        raise ValueError(f"unknown config keys: {unknown[::2]}")
+    config, _extra = parser.parse_args_into_dataclasses(args=argv)
+    return config
+
+
+def resume_checkpoint(args: GSPOConfig) -> str | None:
+    """The checkpoint to resume from: ``resume_from_checkpoint``, or with ``--resume`` the last one in
+    ``output_dir`` (``None``, with a note, when there is none yet)."""
+    from .trainer import last_checkpoint
+
+    if args.resume_from_checkpoint:
+        return args.resume_from_checkpoint
+    if not args.resume:
+        return None
+    checkpoint = last_checkpoint(args.output_dir)
+    if checkpoint is None:
+        print(f"dynaweb-train: no checkpoint in {args.output_dir} yet; starting from scratch", file=sys.stderr)
+    return checkpoint
+
+
+def train_main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``dynaweb-train``; returns the exit status."""
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is the supported path here
+    try:
+        args = parse_train_args(argv)
+    except ValueError as error:
+        print(f"dynaweb-train: {error}", file=sys.stderr)
+        return 2
+    from .trainer import DynaWebTrainer, SaveAtEndCallback
+
+    checkpoint = resume_checkpoint(args)
+    print(
+        f"dynaweb-train: env={args.environment} policy={args.policy} world_model={args.world_model} "
+        f"expert_frac={args.expert_frac} G={args.num_generations} max_steps={args.max_steps} "
+        f"output_dir={args.output_dir}" + (f" resume={checkpoint}" if checkpoint else ""),
+        flush=True,
+    )
+    trainer = DynaWebTrainer(args, callbacks=[SaveAtEndCallback()])
+    try:
+        trainer.train(resume_from_checkpoint=checkpoint)
+    finally:
+        trainer.rollout_func.close()
+    trainer.save_model(args.output_dir)
+    summary = trainer.summary()
+    Path(args.output_dir).mkdir(parents=True, exist_ok=True)
+    (Path(args.output_dir) / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print("dynaweb-train: summary")
+    for key, value in summary.items():
+        print(f"  {key:26s} {value:.3f}" if isinstance(value, float) else f"  {key:26s} {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(train_main())

@@ -1,0 +1,274 @@
+"""`GSPOConfig`: TRL's `GRPOConfig` set up as GSPO with the DynaWeb paper's recipe, plus DynaWeb fields.
+
+Defaults follow the paper (appendix A.3, Table 3) where it gives a value, and the GSPO paper
+(v2, section 5.1) for the clipping range it leaves open. Named presets
+(``dynaweb_trainer/presets/*.yaml``) adapt them to a machine: ``cpu-small`` (the default of
+``dynaweb-train``: embedded 135M policy with LoRA, small groups, minutes on a laptop CPU) and
+``paper`` (Table 3 on 8 GPUs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trl import GRPOConfig
+
+#: Environments a run can train on.
+ENVIRONMENTS: tuple[str, ...] = ("dream", "real", "mix")
+#: Response styles of :func:`dynaweb_env.agent.policy_system_prompt`.
+RESPONSE_STYLES: tuple[str, ...] = ("compact", "paper")
+#: Where the named presets live.
+PRESETS_DIR = Path(__file__).parent / "presets"
+
+
+@dataclass
+class GSPOConfig(GRPOConfig):
+    r"""
+    Configuration class for [`~dynaweb_trainer.trainer.DynaWebTrainer`]: GSPO on dreamed and real web episodes.
+
+    Only the parameters specific to DynaWeb, and the GRPO ones whose defaults differ, are listed here; see
+    [`trl.GRPOConfig`] and [`transformers.TrainingArguments`] for the rest. Every field is also a command-line flag of
+    `dynaweb-train` (`--expert_frac 0.5` or `--expert-frac 0.5`) and a key of a `--config` YAML file.
+
+    Parameters:
+        > GSPO (defaults differ from `GRPOConfig`)
+
+        importance_sampling_level (`str`, *optional*, defaults to `"sequence"`):
+            GSPO's sequence-level ratio s_i = exp(mean_k log π_θ/π_old) over the policy's own tokens (paper eq. 9).
+        loss_type (`str`, *optional*, defaults to `"grpo"`):
+            Per-sequence normalisation; with sequence-level ratios this is the paper's eq. 8.
+        beta (`float`, *optional*, defaults to `0.0`):
+            KL coefficient; the paper disables KL regularisation.
+        epsilon (`float`, *optional*, defaults to `3e-4`) and epsilon_high (`float`, *optional*, defaults to `4e-4`):
+            Clipping range of the sequence ratio (GSPO paper v2, section 5.1; DynaWeb does not state one).
+        num_generations (`int`, *optional*, defaults to `8`):
+            Group size G: rollouts per task query (Table 3, n = 8).
+        temperature (`float`, *optional*, defaults to `0.7`) and top_p (`float`, *optional*, defaults to `0.9`):
+            Policy rollout sampling (Table 3).
+        learning_rate (`float`, *optional*, defaults to `1e-6`):
+            Policy learning rate (Table 3).
+        max_completion_length (`int`, *optional*, defaults to `16000`):
+            Cap on an episode's completion tokens (all assistant turns *and* observation turns after the first
+            prompt); an episode that reaches it ends (Table 3: max response length 16,000).
+
+        > Environment
+
+        environment (`str`, *optional*, defaults to `"dream"`):
+            `"dream"` (DreamWeb-v0: world model + judge), `"real"` (RealWeb-v0: MiniWoB++ in Chromium) or `"mix"`
+            (both, `real_frac` of the task queries real). Flag `--env`.
+        real_frac (`float`, *optional*, defaults to `0.5`):
+            With `environment="mix"`, the fraction of task queries run in the real environment.
+        num_envs (`int` or `None`, *optional*, defaults to `None`):
+            Parallel episodes per vector env; `None` runs a whole generation batch at once.
+        tasks (`list[str]` or `None`, *optional*, defaults to `None`):
+            Task ids to train on (e.g. `miniwob.click-button`); `None`: every task of the start states.
+        real_task_seeds (`int`, *optional*, defaults to `16`):
+            Task seeds per task in the real-environment query set (seeds `0 .. real_task_seeds - 1`).
+        agent_max_steps (`int`, *optional*, defaults to `10`):
+            Most policy turns per episode (Table 3).
+
+        > Dreams (DreamWeb-v0)
+
+        world_model (`str`, *optional*, defaults to `"smollm2-135m"`):
+            World-model backend spec for `dynaweb_env.llm.make_backend` (embedded name, local path,
+            `openai:<model>@<url>`, ...).
+        judge (`str` or `None`, *optional*, defaults to `None`):
+            Judge backend spec; `None` reuses the world model's backend.
+        world_model_temperature (`float`, *optional*, defaults to `0.7`):
+            World-model sampling temperature (Table 3).
+        world_model_max_new_tokens (`int`, *optional*, defaults to `768`):
+            Token budget of one world-model prediction (Table 3 allows 8,192 with a 120B model on GPUs).
+        dream_length (`int`, *optional*, defaults to `5`):
+            Most steps per dream (paper: up to 5).
+        start_states (`str` or `None`, *optional*, defaults to `None`):
+            Trajectory JSONL file or directory of dream start states; `None`: the shipped MiniWoB++ set.
+        include_intermediate (`bool`, *optional*, defaults to `True`):
+            Also start dreams from intermediate pages of the recorded trajectories (paper).
+
+        > Expert interleaving
+
+        expert_frac (`float`, *optional*, defaults to `0.5`):
+            Probability that a rollout slot is replaced by a real expert trajectory of the same task (paper: 50%).
+        expert_trajectories (`str` or `None`, *optional*, defaults to `None`):
+            Expert trajectory JSONL file or directory; `None`: the shipped MiniWoB++ demonstrations.
+
+        > Policy
+
+        policy (`str`, *optional*, defaults to `"smollm2-135m"`):
+            Policy model: an embedded name (`smollm2-135m`, `tiny-random`), a local checkpoint or a hub id.
+        response_style (`str`, *optional*, defaults to `"compact"`):
+            `"compact"` (REASON + ACTION) or `"paper"` (the paper's five sections), see `dynaweb_env.agent`.
+        max_axtree_chars (`int`, *optional*, defaults to `4000`):
+            Accessibility trees in policy prompts are cut to this many characters at line boundaries with
+            `dynaweb_env.observation.truncate_axtree` (the one way long trees are cut); `0` never cuts.
+        max_turn_tokens (`int`, *optional*, defaults to `256`):
+            Token budget of one policy turn.
+        use_lora (`bool`, *optional*, defaults to `True`):
+            Train a LoRA adapter (peft) instead of all weights.
+        lora_r (`int`, *optional*, defaults to `16`), lora_alpha (`int`, *optional*, defaults to `32`),
+        lora_dropout (`float`, *optional*, defaults to `0.05`):
+            LoRA rank, scale and dropout.
+        lora_target_modules (`list[str]`, *optional*, defaults to `["all-linear"]`):
+            Modules LoRA adapts (`all-linear` or module names such as `q_proj v_proj`).
+
+        bf16 (`bool` or `None`, *optional*, defaults to `None`):
+            Unset: on when a bf16-capable GPU is present (Table 3: bfloat16), off on CPU.
+
+        > Run
+
+        resume (`bool`, *optional*, defaults to `False`):
+            Resume from the last `checkpoint-*` in `output_dir` (or from `resume_from_checkpoint` if set).
+    """
+
+    # -- GSPO defaults (differ from GRPOConfig) --------------------------------------------------
+    importance_sampling_level: str = field(
+        default="sequence",
+        metadata={"help": "'sequence' is GSPO (paper eq. 9): one ratio per episode over the policy's own tokens."},
+    )
+    loss_type: str = field(
+        default="grpo", metadata={"help": "Per-sequence normalised loss; with sequence-level ratios it is eq. 8."}
+    )
+    beta: float = field(default=0.0, metadata={"help": "KL coefficient (the paper disables KL)."})
+    epsilon: float = field(default=3e-4, metadata={"help": "Lower clip range of the sequence ratio (GSPO paper)."})
+    epsilon_high: float | None = field(
+        default=4e-4, metadata={"help": "Upper clip range of the sequence ratio (GSPO paper)."}
+    )
+    num_generations: int | None = field(default=8, metadata={"help": "Group size G per task query (Table 3: 8)."})
+    temperature: float = field(default=0.7, metadata={"help": "Policy rollout temperature (Table 3: 0.7)."})
+    top_p: float = field(default=0.9, metadata={"help": "Policy rollout top-p (Table 3: 0.9)."})
+    learning_rate: float = field(default=1e-6, metadata={"help": "Policy learning rate (Table 3: 1e-6)."})
+    max_completion_length: int | None = field(
+        default=16000,
+        metadata={"help": "Cap on an episode's completion tokens (all turns after the first prompt)."},
+    )
+    output_dir: str | None = field(
+        default="outputs/dynaweb-gspo", metadata={"help": "Where checkpoints and the run summary are written."}
+    )
+
+    # -- environment -----------------------------------------------------------------------------
+    environment: str = field(
+        default="dream",
+        metadata={
+            "help": "Training environment: dream, real or mix.",
+            "choices": list(ENVIRONMENTS),
+            "aliases": ["--env"],
+        },
+    )
+    real_frac: float = field(default=0.5, metadata={"help": "With --env mix: fraction of task queries run for real."})
+    num_envs: int | None = field(
+        default=None, metadata={"help": "Parallel episodes per vector env (default: the whole generation batch)."}
+    )
+    tasks: list[str] | None = field(
+        default=None, metadata={"help": "Task ids to train on (default: every task of the start states)."}
+    )
+    real_task_seeds: int = field(default=16, metadata={"help": "Task seeds per task for the real environment."})
+    agent_max_steps: int = field(default=10, metadata={"help": "Most policy turns per episode (Table 3: 10)."})
+
+    # -- dreams ----------------------------------------------------------------------------------
+    world_model: str = field(default="smollm2-135m", metadata={"help": "World-model backend spec."})
+    judge: str | None = field(default=None, metadata={"help": "Judge backend spec (default: the world model's)."})
+    world_model_temperature: float = field(default=0.7, metadata={"help": "World-model temperature (Table 3: 0.7)."})
+    world_model_max_new_tokens: int = field(default=768, metadata={"help": "Token budget of one WM prediction."})
+    dream_length: int = field(default=5, metadata={"help": "Most steps per dream (paper: up to 5)."})
+    start_states: str | None = field(
+        default=None, metadata={"help": "Trajectory JSONL (file or dir) of dream start states (default: shipped)."}
+    )
+    include_intermediate: bool = field(
+        default=True, metadata={"help": "Also start dreams from intermediate pages (paper)."}
+    )
+
+    # -- expert interleaving ---------------------------------------------------------------------
+    expert_frac: float = field(
+        default=0.5, metadata={"help": "Probability a rollout slot is replaced by an expert trajectory (paper: 0.5)."}
+    )
+    expert_trajectories: str | None = field(
+        default=None, metadata={"help": "Expert trajectory JSONL (file or dir) (default: shipped demonstrations)."}
+    )
+
+    # -- policy ----------------------------------------------------------------------------------
+    policy: str = field(default="smollm2-135m", metadata={"help": "Policy model: embedded name, local path or hub id."})
+    response_style: str = field(
+        default="compact", metadata={"help": "Policy response format.", "choices": list(RESPONSE_STYLES)}
+    )
+    max_axtree_chars: int = field(
+        default=4000, metadata={"help": "Cut trees in policy prompts to this many characters (0: never)."}
+    )
+    max_turn_tokens: int = field(default=256, metadata={"help": "Token budget of one policy turn."})
+    use_lora: bool = field(default=True, metadata={"help": "Train a LoRA adapter instead of all weights."})
+    lora_r: int = field(default=16, metadata={"help": "LoRA rank."})
+    lora_alpha: int = field(default=32, metadata={"help": "LoRA alpha."})
+    lora_dropout: float = field(default=0.05, metadata={"help": "LoRA dropout."})
+    lora_target_modules: list[str] = field(
+        default_factory=lambda: ["all-linear"], metadata={"help": "Modules LoRA adapts."}
+    )
+
+    # -- run -------------------------------------------------------------------------------------
+    resume: bool = field(
+        default=False, metadata={"help": "Resume from the last checkpoint in output_dir (or resume_from_checkpoint)."}
+    )
+
+    def __post_init__(self):
+        if isinstance(self.tasks, str):
+            self.tasks = [self.tasks]
+        if isinstance(self.lora_target_modules, str):
+            self.lora_target_modules = [self.lora_target_modules]
+        if self.environment not in ENVIRONMENTS:
+            raise ValueError(f"environment must be one of {ENVIRONMENTS}, got {self.environment!r}")
+        if self.response_style not in RESPONSE_STYLES:
+            raise ValueError(f"response_style must be one of {RESPONSE_STYLES}, got {self.response_style!r}")
+        for name in ("real_frac", "expert_frac"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1], got {value}")
+        positive = ("agent_max_steps", "dream_length", "max_turn_tokens", "real_task_seeds", "lora_r", "lora_alpha")
+        positive += ("world_model_max_new_tokens",)
+        for name in positive:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.num_envs is not None and self.num_envs < 1:
+            raise ValueError(f"num_envs must be >= 1 or None, got {self.num_envs}")
+        if self.max_axtree_chars < 0:
+            raise ValueError(f"max_axtree_chars must be >= 0, got {self.max_axtree_chars}")
+        if self.world_model_temperature < 0:
+            raise ValueError(f"world_model_temperature must be >= 0, got {self.world_model_temperature}")
+        if not 0.0 <= self.lora_dropout < 1.0:
+            raise ValueError(f"lora_dropout must be in [0, 1), got {self.lora_dropout}")
+        if self.max_completion_length is not None and self.max_completion_length < self.max_turn_tokens:
+            raise ValueError(
+                f"max_completion_length ({self.max_completion_length}) must be >= max_turn_tokens "
+                f"({self.max_turn_tokens}): an episode must fit at least one turn"
+            )
+        if self.importance_sampling_level != "sequence" or self.loss_type != "grpo" or self.beta != 0.0:
+            # Allowed (for ablations), but then this is not the paper's GSPO: say so once.
+            import warnings
+
+            warnings.warn(
+                f"GSPOConfig with importance_sampling_level={self.importance_sampling_level!r}, "
+                f"loss_type={self.loss_type!r}, beta={self.beta}: not the paper's GSPO (sequence, grpo, 0.0)",
+                stacklevel=2,
+            )
+        if self.bf16 is None and not self.fp16:
+            # TRL turns bf16 on when unset; on a machine without an accelerator that only slows training down.
+            import torch
+
+            self.bf16 = bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+        super().__post_init__()
+
+
+def preset_path(name: str) -> Path:
+    """The YAML file of a named preset (``ValueError`` listing the known ones)."""
+    path = PRESETS_DIR / f"{name}.yaml"
+    if not path.is_file():
+        known = sorted(p.stem for p in PRESETS_DIR.glob("*.yaml"))
+        raise ValueError(f"unknown preset {name!r}; known presets: {', '.join(known)}")
+    return path
+
+
+def available_presets() -> list[str]:
+    """Names of the shipped presets."""
+    return sorted(p.stem for p in PRESETS_DIR.glob("*.yaml"))
+
+
+__all__ = ["ENVIRONMENTS", "RESPONSE_STYLES", "PRESETS_DIR", "GSPOConfig", "preset_path", "available_presets"]
