@@ -1,0 +1,336 @@
+"""Launching Debian Chromium for BrowserGym, one Playwright instance per process.
+
+BrowserGym launches two browsers per environment reset (the task's page and a chat window) from a
+module-level Playwright instance, and only the first launch honours ``pw_chromium_kwargs``.
+Playwright cannot download its own browser on the machines DynaWeb targets, so
+:func:`ensure_playwright` starts Playwright itself, wraps ``chromium.launch`` so that *every*
+launch uses the system Chromium with the flags below, and hands the instance to
+``browsergym.core._set_global_playwright``.
+
+Playwright's sync API belongs to the thread and process that started it. ``AsyncVectorEnv`` forks
+one worker process per env, and a forked child must not reuse its parent's instance, so the
+instance is created lazily and re-created when the process id changes.
+
+BrowserGym closes and relaunches both browsers at every reset. The wrapper keeps a closed browser
+(all its contexts closed, so no page state survives) and hands it to the next launch with the same
+arguments, which roughly halves a reset; ``DYNAWEB_REUSE_BROWSERS=0`` turns this off. It also
+records the process id of each browser (:func:`browser_pid`) so that a hung or crashed browser is
+killed with its whole process tree (:func:`close_browser`, :func:`kill_process_tree`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import inspect
+import os
+import shutil
+import signal
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+#: Default location of Debian's Chromium; ``DYNAWEB_CHROMIUM`` overrides it.
+DEFAULT_CHROMIUM_PATH = "/usr/bin/chromium"
+
+#: Flags added to every launch. No sandbox (containers run as root), no GPU (there is none), and
+#: no background traffic: the pages are local and nothing outside may be reached.
+CHROMIUM_FLAGS: tuple[str, ...] = (
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-quic",
+    "--no-first-run",
+)
+
+
+class BrowserNotFoundError(RuntimeError):
+    """The Chromium executable is missing."""
+
+
+class BrowserCrashedError(RuntimeError):
+    """The browser process died or stopped answering during an episode."""
+
+
+_lock = threading.Lock()
+_playwright_owner: tuple[int, int] | None = None  # (pid, thread id) that started _playwright
+_playwright: Any = None
+#: Most closed browsers kept per process for reuse (each env uses two: its page and its chat).
+MAX_IDLE_BROWSERS = 8
+
+
+@dataclass
+class _TrackedBrowser:
+    pid: int | None  # main chromium process
+    key: str  # launch arguments: only a browser launched alike is reused
+    close: Callable[..., None]  # Playwright's own close
+
+
+_tracked: dict[int, _TrackedBrowser] = {}  # id(Browser) ->
+_idle: list[tuple[str, Any]] = []  # (launch key, Browser) closed by BrowserGym, kept for reuse
+
+
+def find_chromium() -> str:
+    """The path of the Chromium executable to launch.
+
+    ``$DYNAWEB_CHROMIUM`` wins, then ``/usr/bin/chromium``, then ``chromium`` /
+    ``chromium-browser`` on ``PATH``.
+
+    Raises:
+        BrowserNotFoundError: If none exists, with the command that installs it.
+    """
+    candidates = [os.environ.get("DYNAWEB_CHROMIUM", ""), DEFAULT_CHROMIUM_PATH]
+    candidates += [shutil.which(name) or "" for name in ("chromium", "chromium-browser")]
+    for candidate in candidates:
+        if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    raise BrowserNotFoundError(
+        "Chromium not found (looked at $DYNAWEB_CHROMIUM, /usr/bin/chromium and PATH). "
+        "Run `make setup` or `apt-get install chromium`, or set DYNAWEB_CHROMIUM to a Chromium executable."
+    )
+
+
+def miniwob_base_url() -> str:
+    """The ``file://`` URL of the MiniWoB++ pages shipped in the ``miniwob`` package (ends with ``/``)."""
+    try:
+        import miniwob
+    except ImportError as error:
+        raise ImportError("MiniWoB++ pages need the `miniwob` package: pip install 'dynaweb[browser]'") from error
+    html_dir = Path(miniwob.__file__).resolve().parent / "html" / "miniwob"
+    if not html_dir.is_dir():
+        raise FileNotFoundError(f"the miniwob package has no html pages at {html_dir}")
+    return html_dir.as_uri() + "/"
+
+
+def setup_miniwob_url() -> str:
+    """Point ``MINIWOB_URL`` at the packaged MiniWoB++ pages unless the user set it; returns its value."""
+    if not os.environ.get("MINIWOB_URL"):
+        os.environ["MINIWOB_URL"] = miniwob_base_url()
+    return os.environ["MINIWOB_URL"]
+
+
+def ensure_playwright() -> Any:
+    """The Playwright instance of this process and thread, started (and given to BrowserGym) on first use.
+
+    Every ``chromium.launch`` made through it, BrowserGym's chat window included, runs
+    :func:`find_chromium`'s executable with :data:`CHROMIUM_FLAGS` added.
+    """
+    global _playwright, _playwright_owner
+    owner = (os.getpid(), threading.get_ident())
+    with _lock:
+        if _playwright is None or _playwright_owner != owner:
+            executable = find_chromium()
+            from browsergym.core import _set_global_playwright
+            from playwright.sync_api import sync_playwright
+
+            # An instance inherited through fork belongs to the parent: drop it without stopping it.
+            _tracked.clear()
+            _idle.clear()
+            _cheap_playwright_stack_capture()
+            playwright = sync_playwright().start()
+            _wrap_launch(playwright.chromium, executable)
+            _playwright, _playwright_owner = playwright, owner
+            if owner[1] == threading.main_thread().ident:
+                atexit.register(_stop_playwright, playwright, owner)
+        from browsergym.core import _set_global_playwright
+
+        _set_global_playwright(_playwright)
+        return _playwright
+
+
+def _wrap_launch(browser_type: Any, executable: str) -> None:
+    original_launch = browser_type.launch
+
+    def launch(**kwargs: Any) -> Any:
+        kwargs.setdefault("executable_path", executable)
+        extra = [flag for flag in CHROMIUM_FLAGS if flag not in (kwargs.get("args") or [])]
+        kwargs["args"] = list(kwargs.get("args") or []) + extra
+        key = repr(sorted(kwargs.items(), key=lambda item: item[0]))
+        reused = _take_idle(key)
+        if reused is not None:
+            return reused
+        before = set(_chromium_roots())
+        browser = original_launch(**kwargs)
+        # Launches are sequential within one Playwright instance, so the one new root is this browser.
+        new_roots = [pid for pid in _chromium_roots() if pid not in before]
+        _tracked[id(browser)] = _TrackedBrowser(new_roots[0] if new_roots else None, key, browser.close)
+        browser.close = lambda **close_kwargs: _release(browser, **close_kwargs)
+        return browser
+
+    browser_type.launch = launch
+
+
+def _take_idle(key: str) -> Any:
+    for index, (idle_key, browser) in enumerate(_idle):
+        if idle_key != key:
+            continue
+        del _idle[index]
+        if browser.is_connected() and _process_alive(browser_pid(browser)):
+            return browser
+        close_browser(browser)
+        return _take_idle(key)
+    return None
+
+
+def _release(browser: Any, **close_kwargs: Any) -> None:
+    # BrowserGym closes and relaunches both of its browsers at every reset (~1 s each here). Keeping
+    # them for the next launch, with every context closed, gives the same isolation for less.
+    tracked = _tracked.get(id(browser))
+    if tracked is None or not browser_reuse_enabled() or len(_idle) >= MAX_IDLE_BROWSERS:
+        close_browser(browser, **close_kwargs)
+        return
+    try:
+        for context in list(browser.contexts):
+            context.close()
+    except Exception:  # noqa: BLE001 - a browser that cannot close its contexts is not worth keeping
+        close_browser(browser)
+        return
+    if browser.is_connected():
+        _idle.append((tracked.key, browser))
+    else:
+        close_browser(browser)
+
+
+def browser_reuse_enabled() -> bool:
+    """Whether closed browsers are kept for the next launch (``DYNAWEB_REUSE_BROWSERS=0`` turns it off)."""
+    return os.environ.get("DYNAWEB_REUSE_BROWSERS", "1") not in ("0", "false", "no")
+
+
+def close_browser(browser: Any, **close_kwargs: Any) -> None:
+    """Really close a browser launched through :func:`ensure_playwright`, killing its processes if needed."""
+    if browser is None:
+        return
+    _idle[:] = [(key, idle) for key, idle in _idle if idle is not browser]
+    tracked = _tracked.pop(id(browser), None)
+    close = tracked.close if tracked is not None else browser.close
+    try:
+        close(**close_kwargs)
+    except Exception:  # noqa: BLE001 - a dead or hung browser is killed below
+        pass
+    if tracked is not None:
+        kill_process_tree(tracked.pid)
+
+
+def close_idle_browsers() -> None:
+    """Really close every browser kept for reuse in this process."""
+    for _, browser in list(_idle):
+        close_browser(browser)
+
+
+def _process_alive(pid: int | None) -> bool:
+    try:
+        return pid is not None and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+class _ContextFreeInspect:
+    """Stands in for the ``inspect`` module inside Playwright: ``stack()`` without source lines."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(inspect, name)
+
+    @staticmethod
+    def stack(context: int = 0) -> list[inspect.FrameInfo]:
+        return inspect.stack(0)
+
+
+def _cheap_playwright_stack_capture() -> None:
+    # Playwright 1.44 (pinned by browsergym-core) calls `inspect.stack()` on every API call only to
+    # name the call in traces; reading source lines for each frame cost ~1 s per MiniWoB reset here.
+    # Later Playwright releases call `inspect.stack(0)`; this does the same for the pinned one.
+    from playwright._impl import _connection, _network, _sync_base
+
+    for module in (_connection, _network, _sync_base):
+        if getattr(module, "inspect", None) is inspect:
+            module.inspect = _ContextFreeInspect()
+
+
+def _chromium_roots() -> list[int]:
+    """Pids of this process's descendant chromium processes whose parent is not chromium."""
+    roots = []
+    try:
+        for child in psutil.Process().children(recursive=True):
+            try:
+                if "chrom" in child.name() and "chrom" not in (child.parent().name() if child.parent() else ""):
+                    roots.append(child.pid)
+            except psutil.Error:
+                continue
+    except psutil.Error:
+        pass
+    return roots
+
+
+def browser_pid(browser: Any) -> int | None:
+    """The pid of the main process of a browser launched through :func:`ensure_playwright` (or ``None``)."""
+    tracked = _tracked.get(id(browser)) if browser is not None else None
+    return tracked.pid if tracked is not None else None
+
+
+def kill_process_tree(pid: int | None) -> None:
+    """SIGKILL a process and all its descendants; missing processes are ignored."""
+    if pid is None:
+        return
+    try:
+        root = psutil.Process(pid)
+        processes = [*root.children(recursive=True), root]
+    except psutil.Error:
+        return
+    for process in processes:
+        try:
+            process.send_signal(signal.SIGKILL)
+        except psutil.Error:
+            pass
+    psutil.wait_procs(processes, timeout=5)
+
+
+def live_chromium_pids(root_pid: int | None = None) -> list[int]:
+    """Pids of living chromium processes among the descendants of ``root_pid`` (default: this process)."""
+    try:
+        children = psutil.Process(root_pid or os.getpid()).children(recursive=True)
+    except psutil.Error:
+        return []
+    alive = []
+    for child in children:
+        try:
+            if "chrom" in child.name() and child.status() != psutil.STATUS_ZOMBIE:
+                alive.append(child.pid)
+        except psutil.Error:
+            continue
+    return alive
+
+
+def _stop_playwright(playwright: Any, owner: tuple[int, int]) -> None:
+    global _playwright
+    if (os.getpid(), threading.get_ident()) != owner:
+        return
+    try:
+        playwright.stop()
+    except Exception:  # noqa: BLE001 - interpreter shutdown: nothing left to report to
+        pass
+    if _playwright is playwright:
+        _playwright = None
+
+
+__all__ = [
+    "CHROMIUM_FLAGS",
+    "MAX_IDLE_BROWSERS",
+    "DEFAULT_CHROMIUM_PATH",
+    "BrowserCrashedError",
+    "BrowserNotFoundError",
+    "browser_pid",
+    "ensure_playwright",
+    "find_chromium",
+    "browser_reuse_enabled",
+    "close_browser",
+    "close_idle_browsers",
+    "kill_process_tree",
+    "live_chromium_pids",
+    "miniwob_base_url",
+    "setup_miniwob_url",
+]

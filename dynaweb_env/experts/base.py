@@ -1,0 +1,205 @@
+"""The expert-policy interface, its registry, and helpers to query accessibility-tree text.
+
+An expert reads only what a learned policy reads, the observation (goal, URL, tree, last action and
+error), and answers with ``(reasoning, action)`` in the paper's grammar. Experts are stateless:
+progress through a multi-step task is read off the page (a checkbox's ``checked``, a textbox's
+``value``) or, where the page does not show it, off ``last_action``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from ..observation import render_observation
+
+_NODE = re.compile(r"^(?P<indent>\t*)(?:\[(?P<bid>[^\]]+)\]\s+)?(?P<role>\S+)(?:\s+(?P<rest>.*))?$")
+_QUOTED_NAME = re.compile(r"""^(?P<quote>['"])(?P<name>(?:\\.|(?!(?P=quote)).)*)(?P=quote)""")
+_ATTRIBUTE = re.compile(r"""(?:,\s*|\s+)(?P<key>[A-Za-z_]+)(?:=(?P<value>'(?:\\.|[^'])*'|"(?:\\.|[^"])*"|[^,\s]+))?""")
+
+
+@dataclass(frozen=True)
+class AxNode:
+    """One line of a flattened accessibility tree.
+
+    Attributes:
+        bid: The element id to act on (``None`` for nodes without one, e.g. ``StaticText``).
+        role: The ARIA role, e.g. ``button``.
+        name: The accessible name (unquoted).
+        depth: Indentation depth (tabs).
+        attributes: ``value``, ``checked``, ``expanded``, ``focused`` ... as strings (flags map to ``"True"``).
+        line: The original line.
+    """
+
+    bid: str | None
+    role: str
+    name: str
+    depth: int
+    attributes: dict[str, str] = field(default_factory=dict)
+    line: str = ""
+
+    @property
+    def value(self) -> str:
+        """The ``value`` attribute ("" when absent)."""
+        return self.attributes.get("value", "")
+
+    @property
+    def checked(self) -> bool:
+        return self.attributes.get("checked", "").lower() == "true"
+
+    @property
+    def expanded(self) -> bool:
+        return self.attributes.get("expanded", "").lower() == "true"
+
+
+def parse_axtree(axtree: str) -> list[AxNode]:
+    """Parse flattened tree text (``\\t[bid] role 'name', attr=value``) into :class:`AxNode` lines."""
+    nodes = []
+    for line in axtree.splitlines():
+        match = _NODE.match(line.rstrip())
+        if not match or not line.strip():
+            continue
+        rest = match.group("rest") or ""
+        name = ""
+        quoted = _QUOTED_NAME.match(rest)
+        if quoted:
+            name = _unescape(quoted.group("name"))
+            rest = rest[quoted.end() :]
+        attributes = {}
+        for attribute in _ATTRIBUTE.finditer(rest):
+            value = attribute.group("value")
+            if value is None:
+                attributes[attribute.group("key")] = "True"
+            else:
+                attributes[attribute.group("key")] = _unescape(value[1:-1]) if value[0] in "'\"" else value
+        nodes.append(
+            AxNode(match.group("bid"), match.group("role"), name, len(match.group("indent")), attributes, line)
+        )
+    return nodes
+
+
+def _unescape(text: str) -> str:
+    return re.sub(r"\\(.)", r"\1", text)
+
+
+def find_all_by_role(nodes: list[AxNode], role: str, with_bid: bool = True) -> list[AxNode]:
+    """Every node of the given role, in page order (by default only those with a bid)."""
+    return [node for node in nodes if node.role == role and (node.bid is not None or not with_bid)]
+
+
+def find_by_role_and_name(
+    nodes: list[AxNode], role: str, name: str, *, exact: bool = True, case_sensitive: bool = True
+) -> AxNode | None:
+    """The first node with a bid, the given role and name (``exact=False``: name contains ``name``)."""
+    wanted = name if case_sensitive else name.lower()
+    for node in find_all_by_role(nodes, role):
+        candidate = node.name if case_sensitive else node.name.lower()
+        if (candidate == wanted) if exact else (wanted in candidate):
+            return node
+    return None
+
+
+def quoted_strings(text: str) -> list[str]:
+    """The double-quoted substrings of a goal, in order: ``'Enter "Bob" ...'`` -> ``["Bob"]``."""
+    return re.findall(r'"([^"]*)"', text)
+
+
+def last_action_targets(observation: dict[str, str], action_name: str) -> str | None:
+    """The element id of the previous action if it was ``action_name`` and succeeded, else ``None``."""
+    last, error = observation.get("last_action", ""), observation.get("last_action_error", "")
+    match = re.match(rf"^{action_name} \[([^\]]+)\]", last)
+    return match.group(1) if match and not error else None
+
+
+class ExpertError(RuntimeError):
+    """The page does not look like the task the expert knows (e.g. the target element is missing)."""
+
+
+class ExpertPolicy:
+    """A scripted policy for one task. Subclass, set ``task_id`` and implement :meth:`act`.
+
+    Example:
+        >>> expert = get_expert("miniwob.click-button")
+        >>> reasoning, action = expert.act(observation)  # doctest: +SKIP
+    """
+
+    #: The BrowserGym task id the expert solves, e.g. ``"miniwob.click-button"``.
+    task_id: ClassVar[str] = ""
+
+    def act(self, observation: dict[str, str]) -> tuple[str, str]:
+        """Choose the next action from one observation.
+
+        Returns:
+            ``(reasoning, action)``: a short explanation and one action string in the grammar.
+
+        Raises:
+            ExpertError: If the page does not match what the task should show.
+        """
+        raise NotImplementedError
+
+    def respond(self, observation: dict[str, str]) -> str:
+        """The expert's answer in the policy's response format (``REASON: ...\\nACTION: ...``)."""
+        reasoning, action = self.act(observation)
+        return f"REASON: {reasoning}\nACTION: {action}"
+
+    def __call__(self, observation: dict[str, str]) -> tuple[str, str]:
+        return self.act(observation)
+
+    @staticmethod
+    def nodes(observation: dict[str, str]) -> list[AxNode]:
+        return parse_axtree(observation["axtree"])
+
+    @staticmethod
+    def require(node: AxNode | None, what: str, observation: dict[str, str]) -> AxNode:
+        """``node``, or an :class:`ExpertError` saying which element is missing from the page."""
+        if node is None:
+            page = render_observation(observation, max_axtree_chars=1500)
+            raise ExpertError(f"expected {what} on the page:\n{page}")
+        return node
+
+
+#: Task id -> expert. Filled by :func:`register_expert`.
+EXPERTS: dict[str, ExpertPolicy] = {}
+
+
+def register_expert(cls: type[ExpertPolicy]) -> type[ExpertPolicy]:
+    """Class decorator adding one instance of an :class:`ExpertPolicy` subclass to :data:`EXPERTS`."""
+    if not cls.task_id:
+        raise ValueError(f"{cls.__name__} must set task_id")
+    if cls.task_id in EXPERTS:
+        raise ValueError(f"an expert for {cls.task_id!r} is already registered ({type(EXPERTS[cls.task_id]).__name__})")
+    EXPERTS[cls.task_id] = cls()
+    return cls
+
+
+def get_expert(task_id: str) -> ExpertPolicy:
+    """The registered expert for ``task_id``.
+
+    Raises:
+        KeyError: If there is none; the message lists the tasks that have one.
+    """
+    if task_id not in EXPERTS:
+        raise KeyError(f"no expert for task {task_id!r}; experts exist for: {', '.join(sorted(EXPERTS))}")
+    return EXPERTS[task_id]
+
+
+#: Anything ``record_episode`` accepts as a policy: an expert, or a callable returning
+#: ``(reasoning, action)`` or a whole response text.
+PolicyLike = ExpertPolicy | Callable[[dict[str, str]], "tuple[str, str] | str"]
+
+__all__ = [
+    "AxNode",
+    "EXPERTS",
+    "ExpertError",
+    "ExpertPolicy",
+    "PolicyLike",
+    "find_all_by_role",
+    "find_by_role_and_name",
+    "get_expert",
+    "last_action_targets",
+    "parse_axtree",
+    "quoted_strings",
+    "register_expert",
+]

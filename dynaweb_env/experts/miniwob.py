@@ -1,0 +1,209 @@
+"""Scripted experts for MiniWoB++ tasks, one small class per task.
+
+To add a task: subclass :class:`~dynaweb_env.experts.base.ExpertPolicy`, set ``task_id``, read
+the goal and tree with the helpers of :mod:`dynaweb_env.experts.base`, return ``(reasoning,
+action)``, and decorate the class with ``@register_expert``. ``tests/test_experts.py`` then runs it
+on real pages for a few seeds.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .base import (
+    AxNode,
+    ExpertError,
+    ExpertPolicy,
+    find_all_by_role,
+    find_by_role_and_name,
+    last_action_targets,
+    quoted_strings,
+    register_expert,
+)
+
+
+def _goal_match(pattern: str, goal: str) -> re.Match[str]:
+    match = re.search(pattern, goal)
+    if match is None:
+        raise ExpertError(f"goal {goal!r} does not match the expected form {pattern!r}")
+    return match
+
+
+def _fill_or_submit(nodes: list[AxNode], fields: list[tuple[AxNode, str]], submit: AxNode) -> tuple[str, str]:
+    """Type each (textbox, text) pair whose value differs, in order; then click ``submit``."""
+    for field, text in fields:
+        if field.value != text:
+            return f"The field [{field.bid}] must contain {text!r}; I type it.", f"type [{field.bid}] [{text}] [0]"
+    return f"Every field holds its text; I click '{submit.name}' to submit.", f"click [{submit.bid}]"
+
+
+@register_expert
+class ClickButtonExpert(ExpertPolicy):
+    """``Click on the "submit" button.``"""
+
+    task_id = "miniwob.click-button"
+
+    def act(self, observation: dict[str, str]) -> tuple[str, str]:
+        name = _goal_match(r'button\s+"([^"]*)"|"([^"]*)"\s+button', observation["goal"])
+        name = name.group(1) if name.group(1) is not None else name.group(2)
+        button = self.require(
+            find_by_role_and_name(self.nodes(observation), "button", name), f"button {name!r}", observation
+        )
+        return f"The task asks to click the button labelled '{name}', which is [{button.bid}].", f"click [{button.bid}]"
+
+
+@register_expert
+class ClickDialogExpert(ExpertPolicy):
+    """``Close the dialog box by clicking the "x".``"""
+
+    task_id = "miniwob.click-dialog"
+
+    def act(self, observation: dict[str, str]) -> tuple[str, str]:
+        close = self.require(
+            find_by_role_and_name(self.nodes(observation), "button", "close", case_sensitive=False),
+            "the dialog's close button",
+            observation,
+        )
+        return (
+            f"The dialog's 'x' is the Close button [{close.bid}]; clicking it closes the dialog.",
+            f"click [{close.bid}]",
+        )
+
+
+@register_expert
+class ClickTabExpert(ExpertPolicy):
+    """``Click on Tab #2.``"""
+
+    task_id = "miniwob.click-tab"
+
+    def act(self, observation: dict[str, str]) -> tuple[str, str]:
+        name = _goal_match(r"Click on (Tab #\d+)", observation["goal"]).group(1)
+        nodes = self.nodes(observation)
+        target = find_by_role_and_name(nodes, "link", name) or find_by_role_and_name(nodes, "tab", name)
+        target = self.require(target, f"tab {name!r}", observation)
+        return f"'{name}' is the tab link [{target.bid}]; I click it.", f"click [{target.bid}]"
+
+
+@register_expert
+class FocusTextExpert(ExpertPolicy):
+    """``Focus into the textbox.``"""
+
+    task_id = "miniwob.focus-text"
+
+    def act(self, observation: dict[str, str]) -> tuple[str, str]:
+        boxes = find_all_by_role(self.nodes(observation), "textbox")
+        box = self.require(boxes[0] if boxes else None, "a textbox", observation)
+        return f"Clicking the only textbox [{box.bid}] gives it the focus.", f"click [{box.bid}]"
+
+
+@register_expert
+class EnterTextExpert(ExpertPolicy):
+    """``Enter "Kanesha" into the text field and press Submit.``"""
+
+    task_id = "miniwob.enter-text"
+
+    def act(self, observation: dict[str, str]) -> tuple[str, str]:
+        text = _goal_match(r'Enter "([^"]*)"', observation["goal"]).group(1)
+        nodes = self.nodes(observation)
+        boxes = find_all_by_role(nodes, "textbox")
+        box = self.require(boxes[0] if boxes else None, "a text field", observation)
+        submit = self.require(find_by_role_and_name(nodes, "button", "Submit"), "the Submit button", observation)
+        return _fill_or_submit(nodes, [(box, text)], submit)
+
+
+@register_expert
+class EnterPasswordExpert(ExpertPolicy):
+    """``Enter the password "rJcwP" into both text fields and press submit.``"""
+
+    task_id = "miniwob.enter-password"
+
+    def act(self, observation: dict[str, str]) -> tuple[str, str]:
+        password = _goal_match(r'password "([^"]*)"', observation["goal"]).group(1)
+        nodes = self.nodes(observation)
+        boxes = find_all_by_role(nodes, "textbox")
+        if len(boxes) < 2:
+            raise ExpertError(f"expected two password fields, found {len(boxes)}")
+        submit = self.require(find_by_role_and_name(nodes, "button", "Submit"), "the Submit button", observation)
+        return _fill_password_fields(observation, [(boxes[0], password), (boxes[1], password)], submit)
+
+
+@register_expert
+class LoginUserExpert(ExpertPolicy):
+    """``Enter the username "juan" and the password "Jc" into the text fields and press login.``"""
+
+    task_id = "miniwob.login-user"
+
+    def act(self, observation: dict[str, str]) -> tuple[str, str]:
+        username, password = quoted_strings(observation["goal"])[:2]
+        nodes = self.nodes(observation)
+        boxes = find_all_by_role(nodes, "textbox")
+        if len(boxes) < 2:
+            raise ExpertError(f"expected username and password fields, found {len(boxes)} text fields")
+        login = self.require(find_by_role_and_name(nodes, "button", "Login"), "the Login button", observation)
+        return _fill_password_fields(observation, [(boxes[0], username), (boxes[1], password)], login)
+
+
+def _fill_password_fields(
+    observation: dict[str, str], fields: list[tuple[AxNode, str]], submit: AxNode
+) -> tuple[str, str]:
+    # A password field's value is not in the tree: it counts as filled once an earlier field is, or
+    # once the previous action typed into it (fields are filled in order).
+    typed_last = last_action_targets(observation, "type")
+    order = [field.bid for field, _ in fields]
+    done_up_to = order.index(typed_last) if typed_last in order else -1
+    for index, (field, text) in enumerate(fields):
+        masked = bool(text) and field.value == "\u2022" * len(text)  # Chromium shows a password as bullets
+        filled = field.value == text or masked or index <= done_up_to
+        if not filled:
+            return f"The field [{field.bid}] must contain {text!r}; I type it.", f"type [{field.bid}] [{text}] [0]"
+    return f"Both fields are filled; I click '{submit.name}'.", f"click [{submit.bid}]"
+
+
+@register_expert
+class ClickOptionExpert(ExpertPolicy):
+    """``Select Ycj0QW and click Submit.`` (radio buttons)"""
+
+    task_id = "miniwob.click-option"
+
+    def act(self, observation: dict[str, str]) -> tuple[str, str]:
+        name = _goal_match(r"^Select (.+) and click Submit\.?$", observation["goal"]).group(1)
+        nodes = self.nodes(observation)
+        radio = self.require(find_by_role_and_name(nodes, "radio", name), f"option {name!r}", observation)
+        if not radio.checked:
+            return f"The option '{name}' is the radio button [{radio.bid}]; I select it.", f"click [{radio.bid}]"
+        submit = self.require(find_by_role_and_name(nodes, "button", "Submit"), "the Submit button", observation)
+        return f"'{name}' is selected; I click Submit.", f"click [{submit.bid}]"
+
+
+@register_expert
+class ClickCheckboxesExpert(ExpertPolicy):
+    """``Select Jc, s6WcI, XMHY and click Submit.`` / ``Select nothing and click Submit.``"""
+
+    task_id = "miniwob.click-checkboxes"
+
+    def act(self, observation: dict[str, str]) -> tuple[str, str]:
+        listed = _goal_match(r"^Select (.*?) and click Submit\.?$", observation["goal"]).group(1)
+        wanted = set() if listed == "nothing" else {name.strip() for name in re.split(r",\s*(?:and\s+)?", listed)}
+        nodes = self.nodes(observation)
+        for box in find_all_by_role(nodes, "checkbox"):
+            if (box.name in wanted) != box.checked:
+                verb = "tick" if box.name in wanted else "untick"
+                return f"The checkbox '{box.name}' [{box.bid}] is not as asked; I {verb} it.", f"click [{box.bid}]"
+        missing = wanted - {box.name for box in find_all_by_role(nodes, "checkbox")}
+        if missing:
+            raise ExpertError(f"checkboxes {sorted(missing)} are not on the page")
+        submit = self.require(find_by_role_and_name(nodes, "button", "Submit"), "the Submit button", observation)
+        return "Exactly the requested boxes are ticked; I click Submit.", f"click [{submit.bid}]"
+
+
+__all__ = [
+    "ClickButtonExpert",
+    "ClickCheckboxesExpert",
+    "ClickDialogExpert",
+    "ClickOptionExpert",
+    "ClickTabExpert",
+    "EnterPasswordExpert",
+    "EnterTextExpert",
+    "FocusTextExpert",
+    "LoginUserExpert",
+]
