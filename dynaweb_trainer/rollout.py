@@ -276,6 +276,8 @@ def run_episodes(
             live[slot] = _Live(index, EpisodeResult(options=dict(options), encoded=EncodedEpisode([])), {})
         for slot, (observation, info) in reset(assignments).items():
             entry = live[slot]
+            if entry is None:  # an idle sub-env reset along with the first group
+                continue
             entry.observation = observation
             entry.result.encoded = encoder.start(observation)
             entry.result.observations.append(observation)

@@ -1,0 +1,243 @@
+"""The policy-environment loop: batching, groups sharing a start, queueing, parking, expert slots."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from dynaweb_env.data.schema import Step, Trajectory
+from dynaweb_env.llm.base import Generation, SamplingParams
+from dynaweb_trainer.config import GSPOConfig
+from dynaweb_trainer.encoding import EpisodeEncoder, encode_expert_trajectory
+from dynaweb_trainer.identity_env import TASK_ID, make_click_button_vector_env
+from dynaweb_trainer.rollout import PARK_ACTION, RolloutStats, run_episodes, summarize_episodes
+from dynaweb_trainer.trainer import DynaWebRollout, ExpertPool, environment_reward, make_task_prompt
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from transformers import AutoTokenizer
+
+    from dynaweb_env.models import prepare_model
+
+    return AutoTokenizer.from_pretrained(prepare_model("tiny-random"))
+
+
+class ScriptedPolicy:
+    """A backend that answers from a script, records every batch, and returns fake log-probs."""
+
+    model_name = "scripted"
+
+    def __init__(self, tokenizer, answer):
+        self.tokenizer, self.answer, self.batches = tokenizer, answer, []
+
+    def generate_from_ids(self, prompt_ids, params):
+        self.batches.append([list(ids) for ids in prompt_ids])
+        out = []
+        for ids in prompt_ids:
+            text = self.answer(self.tokenizer.decode(ids))
+            completion = [*self.tokenizer.encode(text, add_special_tokens=False), self.tokenizer.eos_token_id]
+            out.append(Generation(text, list(ids), completion, [-0.25] * len(completion), "stop"))
+        return out
+
+    def generate(self, conversations, params):  # pragma: no cover - not used by the rollout
+        raise NotImplementedError
+
+
+def _click_target(prompt: str) -> str:
+    """Right click on the 2nd observation of an episode, a wrong (non-terminating) hover before."""
+    target = prompt.rsplit("Click the button named '", 1)[1].split("'", 1)[0]
+    index = ["ONE", "TWO", "THREE", "FOUR"].index(target) + 1
+    return f"REASON: look first.\nACTION: hover [{index}]" if prompt.count("OBJECTIVE:") == 1 else f"ACTION: click [{index}]"
+
+
+def test_batched_multi_turn_episodes(tokenizer):
+    env = make_click_button_vector_env(3, max_steps=4)
+    encoder = EpisodeEncoder(tokenizer)
+    policy = ScriptedPolicy(tokenizer, _click_target)
+    options = [{"task": TASK_ID, "task_seed": seed} for seed in (0, 0, 1, 2, 3)]  # 5 episodes on 3 envs
+    stats = RolloutStats()
+    results = run_episodes(env, policy, encoder, options, SamplingParams(max_new_tokens=32), max_steps=4, seed=1,
+                           stats=stats)  # fmt: skip
+    assert [result.options for result in results] == options
+    assert all(result.success and result.reward == 1.0 and result.num_steps == 2 for result in results)
+    assert {result.end_reason for result in results} == {"terminated"}
+    # One batched call per turn for all live episodes: 3 slots for two turns, then the 2 queued ones.
+    assert [len(batch) for batch in policy.batches] == [3, 3, 2, 2]
+    assert stats.episodes == 5 and stats.env_steps == 10 and stats.generate_calls == 4
+    for result in results:
+        encoded = result.encoded
+        # Token-in token-out: the second prompt is exactly the first prompt + turn 1 + observation turn.
+        turn1, _ = encoded.turn_spans
+        assert encoded.env_mask[turn1[1] : encoded.turn_spans[1][0]] == [0] * (encoded.turn_spans[1][0] - turn1[1])
+        assert sum(encoded.env_mask) == sum(end - start for start, end in encoded.turn_spans)
+        assert [encoded.logprobs[i] for i in range(len(encoded.env_mask)) if encoded.env_mask[i]] == [-0.25] * sum(
+            encoded.env_mask
+        )
+        assert result.actions[0].startswith("hover") and result.actions[1].startswith("click")
+        assert "PREVIOUS ACTION: hover" in tokenizer.decode(encoded.completion_ids)
+    second_turn_prompts = policy.batches[1]
+    assert second_turn_prompts[0] == results[0].encoded.input_ids[: len(second_turn_prompts[0])]
+    assert summarize_episodes(results)["success_rate"] == 1.0
+    trajectory = results[2].to_trajectory("identity/0")
+    assert trajectory.actions == ["hover [2]", "click [2]"] and trajectory.success and len(trajectory.steps) == 3
+
+
+def test_groups_share_a_start_and_idle_slots_are_parked(tokenizer):
+    env = make_click_button_vector_env(4, max_steps=3)
+    calls = []
+    original_reset, original_step = env.reset, env.step
+
+    def reset(**kwargs):
+        calls.append(("reset", kwargs["options"].get("task_seed"), kwargs["options"].get("reset_mask")))
+        return original_reset(**kwargs)
+
+    def step(actions):
+        calls.append(("step", list(actions)))
+        return original_step(actions)
+
+    env.reset, env.step = reset, step
+    encoder = EpisodeEncoder(tokenizer)
+    # Episode 0 ends at once (click), episode 1 needs two turns: slot 0 must be parked meanwhile.
+    policy = ScriptedPolicy(tokenizer, lambda p: "click [1]" if "'ONE'." in p else _click_target(p))
+    options = [{"task": TASK_ID, "task_seed": 0}, {"task": TASK_ID, "task_seed": 1}]
+    results = run_episodes(env, policy, encoder, options, SamplingParams(max_new_tokens=16), max_steps=3, seed=0)
+    assert [result.num_steps for result in results] == [1, 2] and all(result.success for result in results)
+    resets = [call for call in calls if call[0] == "reset"]
+    assert resets[0][2] is None  # a fresh vector env is first reset whole
+    steps = [call for call in calls if call[0] == "step"]
+    assert steps[1][1][0] == PARK_ACTION  # finished slot 0 is parked while episode 1 goes on
+    assert any(call[0] == "reset" and call[2] is not None and call[2][0] for call in calls[2:])  # park reset
+
+
+def test_max_steps_and_token_budget(tokenizer):
+    env = make_click_button_vector_env(2, max_steps=10)
+    encoder = EpisodeEncoder(tokenizer)
+    policy = ScriptedPolicy(tokenizer, lambda p: "ACTION: hover [1]")
+    options = [{"task": TASK_ID, "task_seed": 0}]
+    (result,) = run_episodes(env, policy, encoder, options, SamplingParams(max_new_tokens=8), max_steps=3)
+    assert (result.num_steps, result.end_reason, result.reward) == (3, "max_steps", 0.0)
+    (result,) = run_episodes(
+        env, policy, encoder, options, SamplingParams(max_new_tokens=8), max_steps=10, max_completion_length=120
+    )
+    assert result.end_reason == "max_tokens" and len(result.encoded.completion_ids) <= 120
+    assert result.encoded.completion_ids[-1] == tokenizer.eos_token_id  # ends on the policy's turn
+
+
+def _expert(seed: int, reward: float = 1.0) -> Trajectory:
+    name = ["ONE", "TWO", "THREE", "FOUR"][seed]
+    axtree = "RootWebArea 'Click Button'\n" + "\n".join(
+        f"\t[{i + 1}] button '{n}'" for i, n in enumerate(["ONE", "TWO", "THREE", "FOUR"])
+    )
+    steps = [Step(url="file:///identity/click-button.html", axtree=axtree, action=f"click [{seed + 1}]",
+                  reasoning=f"The button named {name} is [{seed + 1}].")]  # fmt: skip
+    return Trajectory(f"expert/{seed}", TASK_ID, f"Click the button named '{name}'.", "expert", steps,
+                      success=reward > 0, reward=reward, metadata={"seed": seed})  # fmt: skip
+
+
+def test_expert_slots_carry_expert_tokens_and_reward(tokenizer):
+    args = GSPOConfig(output_dir="/tmp/unused", expert_frac=1.0, environment="real", num_generations=2,
+                      per_device_train_batch_size=4, max_turn_tokens=16, max_completion_length=512, seed=3)  # fmt: skip
+    encoder = EpisodeEncoder(tokenizer)
+    experts = [_expert(0), _expert(1, reward=1.0), _expert(2, reward=0.0)]  # a failed one is never used
+    pool = ExpertPool(experts, max_turns=10)
+    assert len(pool) == 2
+    rollout = DynaWebRollout(args, encoder, pool, {"real": lambda: make_click_button_vector_env(4)})
+    prompts = [make_task_prompt("real", TASK_ID, {"task": TASK_ID, "task_seed": seed}) for seed in (1, 1, 2, 2)]
+    trainer = SimpleNamespace(accelerator=SimpleNamespace(process_index=0), state=SimpleNamespace(global_step=0))
+    policy = ScriptedPolicy(tokenizer, lambda p: "click [3]")
+    import dynaweb_trainer.trainer as trainer_module
+
+    original = trainer_module.trainer_policy
+    trainer_module.trainer_policy = lambda _trainer: _Context(policy)
+    try:
+        output = rollout(prompts, trainer)
+    finally:
+        trainer_module.trainer_policy = original
+    # Seed 1 has an expert of the same seed; seed 2's only expert failed, so no expert exists for the
+    # task seed and another successful expert of the task is used.
+    assert output["source"] == ["expert"] * 4 and output["is_expert"] == [True] * 4
+    expected = encode_expert_trajectory(encoder, experts[1])
+    for row in (0, 1):
+        assert output["completion_ids"][row] == expected.completion_ids
+        assert output["prompt_ids"][row] == expected.prompt_ids
+        assert output["env_mask"][row] == expected.env_mask
+        assert all(math.isnan(value) for value in output["logprobs"][row])
+        assert output["reward"][row] == 1.0 and output["success"][row]
+    assert tokenizer.decode(output["completion_ids"][0]) == (
+        "REASON: The button named TWO is [2].\nACTION: click [2]<|im_end|>"
+    )
+    assert policy.batches == []  # no episode was run for replaced slots
+
+    # With expert_frac 0.5 about half of the slots are replaced, the rest are rollouts.
+    rollout.args = GSPOConfig(output_dir="/tmp/unused", expert_frac=0.5, environment="real", num_generations=2,
+                              per_device_train_batch_size=4, max_turn_tokens=16, max_completion_length=512, seed=3)
+    shares = []
+    trainer_module.trainer_policy = lambda _trainer: _Context(policy)
+    try:
+        for step in range(6):
+            trainer.state.global_step = step
+            output = rollout(prompts * 2, trainer)
+            shares.append(np.mean(output["is_expert"]))
+            for row, source in enumerate(output["source"]):
+                if source == "real":
+                    assert output["reward"][row] == float(output["success"][row])
+                    assert output["logprobs"][row][0] == -0.25
+    finally:
+        trainer_module.trainer_policy = original
+    assert 0.3 < np.mean(shares) < 0.7 and len(set(shares)) > 1
+
+    metrics = {}
+    rewards = environment_reward(
+        prompts=prompts * 2, completions=[""] * 8, reward=output["reward"], success=output["success"],
+        source=output["source"], num_steps=output["num_steps"], world_model_errors=output["world_model_errors"],
+        rollout_stats=[output["rollout_stats"]] * 8, log_metric=metrics.__setitem__,
+    )  # fmt: skip
+    assert rewards == output["reward"]
+    assert metrics["env/expert_share"] == pytest.approx(np.mean(output["is_expert"]))
+    assert "env/success_rate" in metrics and "rollout/policy_tokens_per_s" in metrics
+
+
+class _Context:
+    def __init__(self, value):
+        self.value = value
+
+    def __enter__(self):
+        return self.value
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_transformers_policy_tokens_are_the_sampled_ones(tokenizer):
+    """With the real backend, completion tokens and log-probs are exactly what the model sampled."""
+    from transformers import AutoModelForCausalLM
+
+    from dynaweb_env.llm.transformers_backend import TransformersBackend
+    from dynaweb_env.models import prepare_model
+
+    model = AutoModelForCausalLM.from_pretrained(prepare_model("tiny-random"))
+    backend = TransformersBackend(model, tokenizer=tokenizer)
+    env = make_click_button_vector_env(2, max_steps=2)
+    encoder = EpisodeEncoder(tokenizer, max_axtree_chars=0)
+    options = [{"task": TASK_ID, "task_seed": 0}] * 2
+    results = run_episodes(env, backend, encoder, options, SamplingParams(max_new_tokens=5, temperature=1.0),
+                           max_steps=2, seed=0)  # fmt: skip
+    for result in results:
+        turns = result.encoded.policy_turn_ids()
+        assert len(turns) == 2 and all(len(turn) == 5 for turn in turns)
+        # Replay: the second turn's prompt is the encoded history; its log-probs match a forward pass.
+        start, end = result.encoded.turn_spans[1]
+        ids = torch.tensor([result.encoded.prompt_ids + result.encoded.completion_ids[:end]])
+        with torch.no_grad():
+            logits = model(ids).logits[0, -(end - start) - 1 : -1]
+        logps = torch.log_softmax(logits.float(), -1).gather(-1, ids[0, -(end - start) :, None]).squeeze(-1)
+        torch.testing.assert_close(logps, torch.tensor(result.encoded.logprobs[start:end]), atol=1e-4, rtol=1e-4)
+    # Same seed, same episodes.
+    again = run_episodes(env, backend, encoder, options, SamplingParams(max_new_tokens=5, temperature=1.0),
+                         max_steps=2, seed=0)  # fmt: skip
+    assert [r.encoded.completion_ids for r in again] == [r.encoded.completion_ids for r in results]
