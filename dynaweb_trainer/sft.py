@@ -35,6 +35,7 @@ from typing import Any
 
 from trl import SFTConfig, SFTTrainer, TrlParser
 
+from dynaweb_env.agent import POLICY_SYSTEM_PROMPT, policy_system_prompt
 from dynaweb_env.data.io import read_trajectories
 from dynaweb_env.data.schema import Trajectory
 
@@ -63,6 +64,9 @@ class PolicySFTConfig(SFTConfig):
             Keep trajectories whose `metadata["split"]` equals this; `None` (or `"all"`) keeps all.
         successful_only (`bool`, *optional*, defaults to `True`):
             Train only on trajectories marked `success`: imitation of failures teaches failing.
+        response_style (`str`, *optional*, defaults to `"compact"`):
+            Policy response format and system prompt (`"compact"` or the paper's five-section `"paper"`), see
+            [`dynaweb_env.agent.policy_system_prompt`]. Expert turns are always written `REASON: ... ACTION: ...`.
         max_axtree_chars (`int`, *optional*, defaults to `4000`):
             Character budget of each accessibility tree in the prompt (`0`: no limit). Use the same value
             at evaluation and RL time, so the policy sees what it was trained on.
@@ -99,6 +103,9 @@ class PolicySFTConfig(SFTConfig):
         metadata={"help": "Keep trajectories with metadata['split'] equal to this ('all' or None: keep all)."},
     )
     successful_only: bool = field(default=True, metadata={"help": "Train only on successful trajectories."})
+    response_style: str = field(
+        default="compact", metadata={"help": "Policy system prompt style.", "choices": ["compact", "paper"]}
+    )
     max_axtree_chars: int = field(
         default=4000, metadata={"help": "Character budget of each accessibility tree in the prompt (0: no limit)."}
     )
@@ -133,6 +140,8 @@ class PolicySFTConfig(SFTConfig):
             self.dataloader_pin_memory = torch.cuda.is_available()
         if isinstance(self.dataset_split, str) and self.dataset_split.lower() in ("all", "none", ""):
             self.dataset_split = None
+        if self.response_style not in ("compact", "paper"):
+            raise ValueError(f"response_style must be 'compact' or 'paper', got {self.response_style!r}")
         if self.max_axtree_chars < 0:
             raise ValueError(f"max_axtree_chars must be >= 0, got {self.max_axtree_chars}")
         if self.lora_r < 1:
@@ -204,7 +213,12 @@ def build_sft_example(prompt_ids: Sequence[int], completion_ids: Sequence[int], 
     return {"input_ids": [*prompt_ids, *completion_ids], "labels": labels}
 
 
-def build_sft_dataset(tokenizer: Any, trajectories: Sequence[Trajectory], max_axtree_chars: int = 0) -> Any:
+def build_sft_dataset(
+    tokenizer: Any,
+    trajectories: Sequence[Trajectory],
+    max_axtree_chars: int = 0,
+    system_prompt: str = POLICY_SYSTEM_PROMPT,
+) -> Any:
     """A pre-tokenized ``datasets.Dataset`` (``input_ids``, ``labels``, ``trajectory_id``), one row per episode.
 
     Every trajectory is encoded by :func:`dynaweb_trainer.encoding.encode_expert_trajectory`, the encoding
@@ -212,11 +226,12 @@ def build_sft_dataset(tokenizer: Any, trajectories: Sequence[Trajectory], max_ax
     """
     from datasets import Dataset
 
-    from .encoding import encode_expert_trajectory
+    from .encoding import EpisodeEncoder, encode_expert_trajectory
 
+    encoder = EpisodeEncoder(tokenizer, system_prompt, max_axtree_chars)
     rows = []
     for trajectory in trajectories:
-        episode = encode_expert_trajectory(tokenizer, trajectory, max_axtree_chars=max_axtree_chars)
+        episode = encode_expert_trajectory(encoder, trajectory)
         row = build_sft_example(episode.prompt_ids, episode.completion_ids, episode.env_mask)
         row["trajectory_id"] = trajectory.id
         rows.append(row)
@@ -281,7 +296,8 @@ def build_sft_trainer(
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    dataset = build_sft_dataset(tokenizer, trajectories, max_axtree_chars=config.max_axtree_chars)
+    system_prompt = policy_system_prompt(config.response_style)  # type: ignore[arg-type]
+    dataset = build_sft_dataset(tokenizer, trajectories, config.max_axtree_chars, system_prompt)
     lengths = [len(ids) for ids in dataset["input_ids"]]
     data_stats = {
         "trajectories": len(trajectories),

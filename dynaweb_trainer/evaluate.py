@@ -1,0 +1,372 @@
+"""Success rate of a web policy on real-browser tasks: ``dynaweb-eval``.
+
+Any policy :func:`~dynaweb_trainer.policy.load_policy` understands (an embedded model, an SFT or RL
+output directory, a LoRA adapter, an OpenAI-compatible server, or the scripted experts) runs every
+``task x seed`` episode on ``RealWeb-v0`` with ``num_envs`` browsers in parallel (an async vector
+env, one browser process each). Episodes go through :func:`~dynaweb_trainer.rollout.run_episodes`,
+the same loop RL training uses, so the policy answers all live episodes in one batched call per step.
+Decoding is greedy by default.
+
+Command line::
+
+    dynaweb-eval --policy expert --tasks miniwob.click-button miniwob.enter-text --seeds 100-101
+    dynaweb-eval --policy runs/sft --seeds 100-149 --num-envs 4 --output results/sft_eval.json
+    dynaweb-eval --policy smollm2-135m --temperature 0.7 --config eval.yaml
+
+It prints a per-task table and writes JSON: the summary (success rate, mean reward, mean steps), the
+per-task table, every episode (task, seed, success, steps, actions, responses, errors), throughput
+counters, and the exact command and configuration.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import shlex
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dynaweb_env.llm.base import SamplingParams
+
+from .policy import EXPERT_POLICY, LoadedPolicy, ObservationRecorder, PolicyLoadError, bind_expert, load_policy
+
+#: Tasks evaluated when none are named: the MiniWoB++ tasks that have scripted experts.
+DEFAULT_TASKS: tuple[str, ...] = (
+    "miniwob.click-button", "miniwob.click-checkboxes", "miniwob.click-dialog", "miniwob.click-option",
+    "miniwob.click-tab", "miniwob.enter-password", "miniwob.enter-text", "miniwob.focus-text",
+    "miniwob.login-user",
+)  # fmt: skip
+
+
+def parse_seeds(text: str | Sequence[str | int]) -> list[int]:
+    """Expand a seed specification into a list of task seeds.
+
+    Args:
+        text: ``"100-149"`` (inclusive range), ``"1,5,9"``, ``"0-4,10"``, or a list of such parts.
+
+    Returns:
+        The seeds in the order given, duplicates removed.
+
+    Raises:
+        ValueError: On anything else (negative seeds, reversed ranges, non-numbers).
+
+    Example:
+        >>> parse_seeds("100-102,7")
+        [100, 101, 102, 7]
+    """
+    parts = [text] if isinstance(text, (str, int)) else list(text)
+    seeds: list[int] = []
+    for part in parts:
+        for item in str(part).replace(" ", ",").split(","):
+            if not item:
+                continue
+            low, dash, high = item.partition("-")
+            try:
+                values = range(int(low), int(high) + 1) if dash else [int(low)]
+            except ValueError:
+                raise ValueError(f"bad seed {item!r}: use integers and inclusive ranges, e.g. 100-149,200") from None
+            if dash and int(high) < int(low):
+                raise ValueError(f"bad seed range {item!r}: the end is before the start")
+            seeds.extend(value for value in values if value not in seeds)
+    if not seeds:
+        raise ValueError(f"no seeds in {text!r}")
+    return seeds
+
+
+@dataclass
+class EvalConfig:
+    r"""Configuration of :func:`evaluate_policy` (and the ``dynaweb-eval`` command).
+
+    Parameters:
+        policy (`str`, *optional*, defaults to `"smollm2-135m"`):
+            What to evaluate: `"expert"`, an embedded model name, an SFT/RL output or checkpoint directory, a LoRA
+            adapter directory, or a backend spec such as `"openai:<model>@http://host:8000/v1"`.
+        tasks (`list[str]`, *optional*):
+            BrowserGym task ids. Defaults to the MiniWoB++ tasks with scripted experts ([`DEFAULT_TASKS`]).
+        seeds (`str`, *optional*, defaults to `"100-109"`):
+            Task seeds, e.g. `"100-149"` or `"1,5,9"`; every task runs with every seed. The shipped expert
+            demonstrations use low seeds, so the default range is held out from SFT data.
+        num_envs (`int`, *optional*, defaults to `4`):
+            Browsers run in parallel (each ~640 MB); the policy answers all of them in one batched call.
+        max_steps (`int`, *optional*, defaults to `10`):
+            Most policy turns per episode (the paper's agent step limit).
+        temperature (`float`, *optional*, defaults to `0.0`):
+            Sampling temperature; `0` decodes greedily.
+        top_p (`float`, *optional*, defaults to `1.0`):
+            Nucleus mass when sampling.
+        max_new_tokens (`int`, *optional*, defaults to `256`):
+            Token budget of one policy turn.
+        max_axtree_chars (`int`, *optional*, defaults to `4000`):
+            Cut accessibility trees in prompts to this many characters (`0`: never); match training.
+        response_style (`str`, *optional*, defaults to `"compact"`):
+            System prompt / response format the policy was trained with (`"compact"` or `"paper"`).
+        seed (`int`, *optional*, defaults to `0`):
+            Seeds the sampling of every turn (irrelevant when greedy).
+        output (`str`, *optional*, defaults to `"eval_results.json"`):
+            Where the JSON results go.
+        tokenizer (`str`, *optional*):
+            Tokenizer for policies without a local one (servers, experts); defaults to the embedded model's.
+        device (`str`, *optional*):
+            Device of a local model (default: CUDA if available, else CPU).
+        max_batch_size (`int`, *optional*, defaults to `16`):
+            Most sequences a local model decodes together.
+        headless (`bool`, *optional*, defaults to `True`):
+            Run the browsers without windows.
+    """
+
+    policy: str = field(default="smollm2-135m", metadata={"help": "expert, model name, checkpoint/adapter dir, spec."})
+    tasks: list[str] = field(
+        default_factory=lambda: list(DEFAULT_TASKS), metadata={"help": "BrowserGym task ids to evaluate on."}
+    )
+    seeds: str = field(default="100-109", metadata={"help": "Task seeds, e.g. 100-149 or 1,5,9."})
+    num_envs: int = field(default=4, metadata={"help": "Browsers in parallel."})
+    max_steps: int = field(default=10, metadata={"help": "Most policy turns per episode."})
+    temperature: float = field(default=0.0, metadata={"help": "Sampling temperature (0: greedy)."})
+    top_p: float = field(default=1.0, metadata={"help": "Nucleus mass when sampling."})
+    max_new_tokens: int = field(default=256, metadata={"help": "Token budget of one policy turn."})
+    max_axtree_chars: int = field(default=4000, metadata={"help": "Cut prompt trees to this many characters."})
+    response_style: str = field(
+        default="compact",
+        metadata={"help": "Policy prompt style.", "choices": ["compact", "paper"]},
+    )
+    seed: int = field(default=0, metadata={"help": "Sampling seed."})
+    output: str = field(default="eval_results.json", metadata={"help": "Where the JSON results go."})
+    tokenizer: str | None = field(default=None, metadata={"help": "Tokenizer for server and expert policies."})
+    device: str | None = field(default=None, metadata={"help": "Device of a local model."})
+    max_batch_size: int = field(default=16, metadata={"help": "Most sequences decoded together."})
+    headless: bool = field(default=True, metadata={"help": "Run browsers without windows."})
+
+    def __post_init__(self) -> None:
+        if isinstance(self.tasks, str):
+            self.tasks = [self.tasks]
+        self.tasks = [task for item in self.tasks for task in str(item).replace(",", " ").split()]
+        if not self.tasks:
+            raise ValueError("tasks must name at least one task")
+        parse_seeds(self.seeds)  # fail early on a bad specification
+        for name in ("num_envs", "max_steps", "max_new_tokens", "max_batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.max_axtree_chars < 0:
+            raise ValueError(f"max_axtree_chars must be >= 0, got {self.max_axtree_chars}")
+        if self.response_style not in ("compact", "paper"):
+            raise ValueError(f"response_style must be 'compact' or 'paper', got {self.response_style!r}")
+        SamplingParams(max_new_tokens=self.max_new_tokens, temperature=self.temperature, top_p=self.top_p)
+
+    @property
+    def seed_list(self) -> list[int]:
+        return parse_seeds(self.seeds)
+
+    def start_options(self) -> list[dict[str, Any]]:
+        """Reset options of every episode: each task with each seed, task-major."""
+        return [{"task": task, "task_seed": seed} for task in self.tasks for seed in self.seed_list]
+
+
+def make_real_vector_env(config: EvalConfig, num_envs: int) -> Any:
+    """``RealWeb-v0`` with ``num_envs`` browsers (async, autoreset disabled as ``run_episodes`` expects)."""
+    import gymnasium as gym
+    from gymnasium.vector import AutoresetMode
+
+    import dynaweb_env  # noqa: F401  (registers the envs)
+
+    vector_kwargs: dict[str, Any] = {"autoreset_mode": AutoresetMode.DISABLED}
+    if num_envs > 1:
+        vector_kwargs["shared_memory"] = False  # text observations (DESIGN.md)
+    return gym.make_vec(
+        "RealWeb-v0",
+        num_envs=num_envs,
+        vectorization_mode="async" if num_envs > 1 else "sync",
+        vector_kwargs=vector_kwargs,
+        task=config.tasks[0],
+        max_steps=config.max_steps,
+        headless=config.headless,
+    )
+
+
+def episode_record(result: Any) -> dict[str, Any]:
+    """The JSON record of one :class:`~dynaweb_trainer.rollout.EpisodeResult`."""
+    observations = result.observations[1:]
+    return {
+        "task_id": result.task_id,
+        "task_seed": result.options.get("task_seed"),
+        "success": bool(result.success),
+        "reward": float(result.reward),
+        "steps": int(result.num_steps),
+        "end_reason": result.end_reason,
+        "actions": list(result.actions),
+        "responses": list(result.responses),
+        "action_errors": [observation.get("last_action_error", "") for observation in observations],
+        "final_url": result.observations[-1].get("url", "") if result.observations else "",
+        "env_error": str(result.final_info.get("error", "")),
+    }
+
+
+def summarize_records(records: Sequence[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """Overall and per-task success rate, mean reward and mean steps of episode records."""
+
+    def stats(group: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        count = len(group)
+        return {
+            "episodes": count,
+            "successes": sum(record["success"] for record in group),
+            "success_rate": sum(record["success"] for record in group) / count if count else 0.0,
+            "mean_reward": sum(record["reward"] for record in group) / count if count else 0.0,
+            "mean_steps": sum(record["steps"] for record in group) / count if count else 0.0,
+            "invalid_action_rate": _invalid_rate(group),
+        }
+
+    tasks: dict[str, list[dict[str, Any]]] = {}
+    for record in records:
+        tasks.setdefault(record["task_id"], []).append(record)
+    return stats(records), {task: stats(group) for task, group in tasks.items()}
+
+
+def _invalid_rate(records: Sequence[dict[str, Any]]) -> float:
+    errors = [error for record in records for error in record["action_errors"]]
+    return sum(error.startswith("invalid action") for error in errors) / len(errors) if errors else 0.0
+
+
+def format_table(summary: dict[str, Any], per_task: dict[str, dict[str, Any]]) -> str:
+    """The per-task results as a fixed-width text table, with an overall row."""
+    width = max([len("task"), len("all"), *map(len, per_task)])
+    lines = [f"{'task':<{width}}  episodes  success  mean steps  invalid actions"]
+    rows = [*per_task.items(), ("all", summary)]
+    for index, (task, row) in enumerate(rows):
+        if index == len(rows) - 1:
+            lines.append("-" * len(lines[0]))
+        lines.append(
+            f"{task:<{width}}  {row['episodes']:>8}  {row['success_rate']:>7.2f}  {row['mean_steps']:>10.1f}  "
+            f"{row['invalid_action_rate']:>15.2f}"
+        )
+    return "\n".join(lines)
+
+
+def evaluate_policy(
+    config: EvalConfig,
+    policy: LoadedPolicy | None = None,
+    vector_env: Any = None,
+    command: str | None = None,
+    show_progress: bool = True,
+) -> dict[str, Any]:
+    """Run every ``task x seed`` episode with the policy and write the results JSON.
+
+    Args:
+        config: What to evaluate and how.
+        policy: An already-loaded policy (default: ``load_policy(config.policy, ...)``).
+        vector_env: A vector env to use instead of building ``RealWeb-v0`` (it is not closed here).
+        command: The command line to record (default: this process's ``sys.argv``).
+        show_progress: Show a tqdm bar over episodes.
+
+    Returns:
+        The results (what the JSON file holds).
+    """
+    from tqdm.auto import tqdm
+
+    from dynaweb_env.agent import policy_system_prompt
+
+    from .encoding import EpisodeEncoder
+    from .rollout import RolloutStats, run_episodes
+
+    started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    start = time.perf_counter()
+    output = Path(config.output)
+    output.parent.mkdir(parents=True, exist_ok=True)  # fail before the browsers start, not after
+    if policy is None:
+        policy = load_policy(config.policy, config.tokenizer, config.device, config.max_batch_size)
+    encoder = EpisodeEncoder(
+        policy.tokenizer,
+        policy_system_prompt(config.response_style),
+        config.max_axtree_chars,  # type: ignore[arg-type]
+    )
+    options = config.start_options()
+    owns_env = vector_env is None
+    if owns_env:
+        vector_env = make_real_vector_env(config, min(config.num_envs, len(options)))
+    stats = RolloutStats()
+    try:
+        recorder = ObservationRecorder(vector_env) if policy.kind == "expert" else vector_env
+        if policy.kind == "expert":
+            bind_expert(policy, encoder, recorder)
+        sampling = SamplingParams(
+            max_new_tokens=config.max_new_tokens, temperature=config.temperature, top_p=config.top_p
+        )
+        with tqdm(total=len(options), desc=f"eval {policy.spec}", unit="episode", disable=not show_progress) as bar:
+            results = run_episodes(
+                recorder,
+                policy.backend,
+                encoder,
+                options,
+                sampling,
+                max_steps=config.max_steps,
+                seed=config.seed,
+                stats=stats,
+                progress=bar,
+            )
+    finally:
+        if owns_env:
+            vector_env.close()
+
+    records = [episode_record(result) for result in results]
+    summary, per_task = summarize_records(records)
+    report = {
+        "summary": summary,
+        "per_task": per_task,
+        "policy": {"spec": policy.spec, "kind": policy.kind, "name": policy.name, **policy.details},
+        "command": command or shlex.join(sys.argv),
+        "config": asdict(config),
+        "started_at": started_at,
+        "wall_seconds": round(time.perf_counter() - start, 2),
+        "num_envs": int(vector_env.num_envs),
+        "rollout_stats": stats.to_dict(),
+        "host": {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count()},
+        "episodes": records,
+    }
+    temporary = output.with_name(output.name + ".tmp")
+    temporary.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    os.replace(temporary, output)
+    return report
+
+
+def parse_config(argv: Sequence[str] | None = None) -> EvalConfig:
+    """Parse command-line arguments (``--config x.yaml`` gives defaults that flags override)."""
+    from trl import TrlParser
+
+    parser = TrlParser(EvalConfig, prog="dynaweb-eval")
+    (config,) = parser.parse_args_and_config(args=argv)
+    return config
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``dynaweb-eval``: evaluate, print the per-task table, write the JSON.
+
+    Returns:
+        ``0`` on success; ``2`` (with the reason on stderr) when the policy or configuration is unusable.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        config = parse_config(argv)
+        report = evaluate_policy(config, command=shlex.join(["dynaweb-eval", *argv]))
+    except (PolicyLoadError, ValueError) as error:
+        print(f"dynaweb-eval: error: {error}", file=sys.stderr)
+        return 2
+    print(format_table(report["summary"], report["per_task"]))
+    kind = "scripted experts" if report["policy"]["spec"] == EXPERT_POLICY else report["policy"]["kind"]
+    print(
+        f"policy {report['policy']['spec']} ({kind}): success rate {report['summary']['success_rate']:.3f} over "
+        f"{report['summary']['episodes']} episodes in {report['wall_seconds']:.0f} s; results in {config.output}"
+    )
+    return 0
+
+
+def cli() -> None:
+    """Console-script wrapper of :func:`main`."""
+    raise SystemExit(main())
+
+
+if __name__ == "__main__":
+    cli()

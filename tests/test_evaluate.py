@@ -1,0 +1,175 @@
+"""dynaweb-eval: seeds, policy loading (models, adapters, experts), results, and real-browser runs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from dynaweb_env.llm.base import SamplingParams
+from dynaweb_env.observation import make_observation
+from dynaweb_trainer.encoding import EpisodeEncoder
+from dynaweb_trainer.evaluate import (
+    EvalConfig,
+    evaluate_policy,
+    format_table,
+    main,
+    parse_config,
+    parse_seeds,
+    summarize_records,
+)
+from dynaweb_trainer.policy import ExpertBackend, PolicyLoadError, load_policy, resolve_checkpoint_dir
+
+CLICK_TREE = "RootWebArea 'Click Test Task', focused\n\t[13] button 'ONE'\n\t[14] button 'TWO'"
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from transformers import AutoTokenizer
+
+    from dynaweb_env.models import resolve_model
+
+    return AutoTokenizer.from_pretrained(resolve_model("tiny-random"))
+
+
+def test_parse_seeds():
+    assert parse_seeds("100-103") == [100, 101, 102, 103]
+    assert parse_seeds("5,1-2, 9") == [5, 1, 2, 9]
+    assert parse_seeds(["3", "3-4"]) == [3, 4]
+    for bad in ("", "a-b", "9-3", "-1"):
+        with pytest.raises(ValueError):
+            parse_seeds(bad)
+
+
+def test_config_cli_and_yaml(tmp_path):
+    config_file = tmp_path / "eval.yaml"
+    config_file.write_text("policy: tiny-random\nseeds: 100-149\nnum_envs: 8\n")
+    config = parse_config(["--config", str(config_file), "--tasks", "miniwob.click-button", "miniwob.enter-text",
+                           "--num-envs", "2", "--max-steps", "3"])  # fmt: skip
+    assert (config.policy, config.num_envs, config.max_steps, config.temperature) == ("tiny-random", 2, 3, 0.0)
+    assert len(config.start_options()) == 100
+    assert config.start_options()[0] == {"task": "miniwob.click-button", "task_seed": 100}
+    with pytest.raises(ValueError, match="num_envs"):
+        EvalConfig(num_envs=0)
+    with pytest.raises(ValueError, match="seed"):
+        EvalConfig(seeds="x")
+
+
+def test_summary_and_table():
+    def record(task, success, steps, errors):
+        return {"task_id": task, "success": success, "reward": float(success), "steps": steps, "action_errors": errors}
+
+    records = [record("a", True, 2, ["", ""]), record("a", False, 4, ["invalid action: x", "", "", ""]),
+               record("b", True, 1, [""])]  # fmt: skip
+    summary, per_task = summarize_records(records)
+    assert summary["success_rate"] == pytest.approx(2 / 3) and summary["mean_steps"] == pytest.approx(7 / 3)
+    assert per_task["a"]["success_rate"] == 0.5 and per_task["a"]["invalid_action_rate"] == pytest.approx(1 / 6)
+    table = format_table(summary, per_task).splitlines()
+    assert table[0].split()[:3] == ["task", "episodes", "success"] and table[-1].split()[:3] == ["all", "3", "0.67"]
+
+
+def test_missing_policy_paths_are_clear_errors(tmp_path, capsys):
+    with pytest.raises(PolicyLoadError, match="policy path not found: .*no-such-adapter"):
+        load_policy(str(tmp_path / "no-such-adapter"))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(PolicyLoadError, match="adapter_config.json .*config.json .*checkpoint-"):
+        load_policy(str(empty))
+    orphan = tmp_path / "orphan-adapter"
+    orphan.mkdir()
+    (orphan / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": str(tmp_path / "gone")}))
+    with pytest.raises(PolicyLoadError, match="base model of adapter .*orphan-adapter not found"):
+        load_policy(str(orphan))
+    # The command line reports it and exits with status 2, before any browser starts.
+    assert main(["--policy", str(tmp_path / "no-such-adapter"), "--output", str(tmp_path / "r.json")]) == 2
+    assert "policy path not found" in capsys.readouterr().err
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_lora_adapter_directory_loads_on_its_base(tmp_path):
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from dynaweb_env.models import resolve_model
+
+    base_path = resolve_model("tiny-random")
+    base = AutoModelForCausalLM.from_pretrained(base_path)
+    # Non-zero adapter weights, so that a policy that ignored the adapter would give different logits.
+    adapter = get_peft_model(base, LoraConfig(r=4, target_modules="all-linear", init_lora_weights=False))
+    adapter.save_pretrained(tmp_path / "run" / "checkpoint-7")
+    ids = torch.tensor([[1, 2, 3, 4]])
+    with torch.no_grad():
+        expected = adapter(input_ids=ids).logits
+        plain = adapter.get_base_model().__class__.from_pretrained(base_path)(input_ids=ids).logits
+
+    assert resolve_checkpoint_dir(tmp_path / "run") == (tmp_path / "run" / "checkpoint-7", "adapter")
+    policy = load_policy(str(tmp_path / "run"))  # a training output dir: its latest checkpoint
+    assert policy.kind == "adapter" and policy.details["base_model"] == str(base_path)
+    with torch.no_grad():
+        logits = policy.backend.model(input_ids=ids).logits
+    assert torch.allclose(logits, expected, atol=1e-4) and not torch.allclose(logits, plain, atol=1e-3)
+    [generation] = policy.backend.generate_from_ids([[1, 2, 3]], SamplingParams(max_new_tokens=3, temperature=0))
+    assert len(generation.completion_ids) >= 1
+
+
+class FakeRecorder:
+    def __init__(self, observations, task_ids):
+        self.observations, self.task_ids = observations, task_ids
+
+
+def test_expert_backend_answers_each_episode_from_its_own_page(tokenizer):
+    encoder = EpisodeEncoder(tokenizer, max_axtree_chars=4000)
+    click = make_observation('Click on the "TWO" button.', "file:///click-button.html", CLICK_TREE)
+    text = make_observation('Enter "Bob" into the text field.', "file:///enter-text.html",
+                            "RootWebArea 'Enter Text'\n\t[5] textbox ''\n\t[6] button 'Submit'")  # fmt: skip
+    recorder = FakeRecorder([text, click], ["miniwob.enter-text", "miniwob.click-button"])
+    backend = ExpertBackend(encoder, recorder)
+    first = encoder.prompt_ids(click)
+    later = encoder.start(text)
+    later.add_policy_turn(encoder.response_ids("REASON: x\nACTION: click [1]"))
+    encoder.add_observation(later, text)
+    generations = backend.generate_from_ids([first, later.input_ids], SamplingParams(temperature=0))
+    assert generations[0].text.endswith("ACTION: click [14]")
+    assert "ACTION: type [5] [Bob]" in generations[1].text
+    assert generations[0].completion_ids[-1] == tokenizer.eos_token_id
+    assert generations[0].prompt_ids == first
+    with pytest.raises(RuntimeError, match="matches no sub-env"):
+        backend.generate_from_ids([[1, 2, 3]], SamplingParams())
+    # A page the expert does not recognise ends the episode instead of crashing the evaluation.
+    recorder.observations[1] = make_observation('Click on the "TWO" button.', "file:///x.html", "RootWebArea ''")
+    [answer] = backend.generate_from_ids([encoder.prompt_ids(recorder.observations[1])], SamplingParams())
+    assert answer.text.endswith("ACTION: stop [N/A]") and "does not recognise" in answer.text
+
+
+@pytest.mark.browser
+def test_expert_policy_solves_two_tasks_in_real_browsers(tmp_path):
+    output = tmp_path / "expert.json"
+    config = EvalConfig(policy="expert", tasks=["miniwob.click-button", "miniwob.enter-text"], seeds="100-101",
+                        num_envs=2, output=str(output))  # fmt: skip
+    report = evaluate_policy(config, command="dynaweb-eval --policy expert", show_progress=False)
+    assert report["summary"]["success_rate"] == 1.0 and report["summary"]["episodes"] == 4
+    saved = json.loads(output.read_text())
+    assert saved["per_task"]["miniwob.enter-text"]["success_rate"] == 1.0 and saved["num_envs"] == 2
+    assert {(e["task_id"], e["task_seed"]) for e in saved["episodes"]} == {
+        (task, seed) for task in config.tasks for seed in (100, 101)
+    }
+    assert all(e["actions"] and e["end_reason"] == "terminated" for e in saved["episodes"])
+    assert saved["command"] == "dynaweb-eval --policy expert" and saved["config"]["seeds"] == "100-101"
+
+
+@pytest.mark.browser
+def test_tiny_random_policy_runs_end_to_end(tmp_path, capsys):
+    output = tmp_path / "tiny.json"
+    status = main(["--policy", "tiny-random", "--tasks", "miniwob.click-button", "--seeds", "3-4", "--num-envs", "2",
+                   "--max-steps", "2", "--max-new-tokens", "12", "--output", str(output)])  # fmt: skip
+    assert status == 0
+    printed = capsys.readouterr().out
+    assert "miniwob.click-button" in printed and "success rate" in printed
+    saved = json.loads(output.read_text())
+    assert saved["policy"]["kind"] == "model" and saved["summary"]["episodes"] == 2
+    assert saved["rollout_stats"]["generate_calls"] >= 1
+    for episode in saved["episodes"]:
+        assert 1 <= episode["steps"] <= 2 and len(episode["responses"]) == episode["steps"]
+        assert episode["success"] in (True, False) and episode["end_reason"] in ("terminated", "truncated", "max_steps")
+    assert saved["command"].startswith("dynaweb-eval --policy tiny-random")
