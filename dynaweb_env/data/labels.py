@@ -218,7 +218,7 @@ def _node_change_phrases(before: AxNode, after: AxNode) -> list[str]:
                 phrases.append(word)
                 continue
         if new is None:
-            phrases.append(f"lost {key}")
+            phrases.append(f"lost its {key} property")
         elif new == "True" and old is None:
             phrases.append(f"gained {key}")
         else:
@@ -309,6 +309,7 @@ def structural_diff(
     lost = len(removed) + sum((old.role, old.name) != (new.role, new.name) for old, new in changed)
     if (
         before_keyed
+        and after_keyed
         and lost / len(before_keyed) > REPLACED_FRACTION
         and (len(before_keyed) >= 3 or lost == len(before_keyed))
     ):
