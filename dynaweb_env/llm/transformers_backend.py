@@ -38,16 +38,24 @@ def validate_conversation(conversation: Any) -> Conversation:
     return list(conversation)
 
 
-def _row_seeds(seed: int | None, count: int) -> list[int]:
-    # One generator per sequence, seeded from (seed, position in the call): a sequence's sample
-    # then depends only on its prompt, the seed and its position, never on batch splitting or
-    # length sorting. Without a seed the row seeds come from torch's global generator, so
-    # torch.manual_seed still makes a run reproducible.
-    if seed is None:
-        return torch.randint(0, 2**62, (count,)).tolist()
+def sequence_seeds(seed: int, count: int, *, bits: int = 62) -> list[int]:
+    """Derive one seed per sequence from ``(seed, position)``, each below ``2**bits``.
+
+    Every backend seeds sequence ``i`` of a call this way: identical prompts in one batch (a GRPO
+    group) get different samples, a repeated call gets the same ones, and a sequence's sample does
+    not depend on how the batch is split.
+    """
     base = int(seed) % 2**63
     states = (np.random.SeedSequence([base, row]).generate_state(1, dtype=np.uint64)[0] for row in range(count))
-    return [int(state) % 2**62 for state in states]
+    return [int(state) % 2**bits for state in states]
+
+
+def _row_seeds(seed: int | None, count: int) -> list[int]:
+    # Without a seed the row seeds come from torch's global generator, so torch.manual_seed still
+    # makes a run reproducible.
+    if seed is None:
+        return torch.randint(0, 2**62, (count,)).tolist()
+    return sequence_seeds(seed, count)
 
 
 def _sample(probs: torch.Tensor, top_p: float, generators: list[torch.Generator]) -> torch.Tensor:
@@ -325,4 +333,4 @@ class TransformersBackend:
         return text[: min(ends)] if ends else None
 
 
-__all__ = ["TransformersBackend", "validate_conversation"]
+__all__ = ["TransformersBackend", "sequence_seeds", "validate_conversation"]

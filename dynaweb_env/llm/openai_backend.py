@@ -1,0 +1,246 @@
+"""Generation through any OpenAI-compatible HTTP server (``vllm serve``, SGLang, llama.cpp, ...).
+
+Speaks plain HTTP with ``httpx`` (no ``openai`` package). A batch is sent as concurrent requests, one
+per conversation, so it costs one round trip in wall time and the server batches them itself.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+
+from .base import Conversation, Generation, GenerationError, SamplingParams
+from .transformers_backend import sequence_seeds, validate_conversation
+
+_TOKEN_ID = re.compile(r"token_id:(\d+)")
+_RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+
+
+def _request_seeds(seed: int | None, count: int) -> list[int | None]:
+    # 31-bit seeds: what every server accepts.
+    return [None] * count if seed is None else list(sequence_seeds(seed, count, bits=31))
+
+
+class OpenAIBackend:
+    """A :class:`~dynaweb_env.llm.base.GenerationBackend` over an OpenAI-compatible server.
+
+    :meth:`generate` posts to ``{base_url}/chat/completions`` (the server applies the chat
+    template); :meth:`generate_from_ids` posts token-id prompts to ``{base_url}/completions``.
+
+    What comes back depends on the server:
+
+    - ``logprobs`` are requested (``logprobs: true``) and filled when the server returns them. They
+      are the server's numbers: vLLM reports the model's raw log-probabilities (before temperature
+      and top-p) unless started with ``--logprobs-mode processed_logprobs``.
+    - ``completion_ids`` and ``prompt_ids`` are filled from vLLM's ``return_token_ids`` fields (or
+      from ``token_id:N`` logprob tokens); servers that return neither leave them empty (with
+      :meth:`generate_from_ids`, ``prompt_ids`` are always the ids sent).
+    - Stop strings are kept in ``text`` (vLLM's ``include_stop_str_in_output``; otherwise re-appended
+      when the server reports which one matched in ``stop_reason``).
+
+    Args:
+        base_url: The API root, e.g. ``"http://127.0.0.1:8000/v1"``.
+        model: The model name the server expects in requests.
+        api_key: Sent as a bearer token; defaults to ``$OPENAI_API_KEY`` if set.
+        timeout: Seconds allowed per request (generation included).
+        max_concurrency: Most requests in flight at once.
+        max_retries: Retries after a connection error, a timeout or a 408/429/5xx answer.
+        retry_backoff: Seconds before the first retry; doubled at each further retry.
+        vllm_extensions: Send vLLM's extra request fields (``return_token_ids``,
+            ``return_tokens_as_token_ids``, ``include_stop_str_in_output``, ``skip_special_tokens``).
+            vLLM and SGLang accept them; set ``False`` for servers that reject unknown fields.
+        model_name: Name for logs (default: ``model``).
+
+    Example:
+        >>> backend = OpenAIBackend("http://127.0.0.1:8000/v1", "Qwen/Qwen2.5-7B-Instruct")  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        *,
+        timeout: float = 300.0,
+        max_concurrency: int = 32,
+        max_retries: int = 3,
+        retry_backoff: float = 0.5,
+        vllm_extensions: bool = True,
+        model_name: str | None = None,
+    ) -> None:
+        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must start with http:// or https://, got {base_url!r}")
+        if not model:
+            raise ValueError("model must be a non-empty string")
+        if timeout <= 0 or max_concurrency < 1 or max_retries < 0 or retry_backoff < 0:
+            raise ValueError("timeout must be > 0, max_concurrency >= 1, max_retries and retry_backoff >= 0")
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.model_name = model_name or model
+        self.max_retries = max_retries
+        self.retry_backoff = retry_backoff
+        self.vllm_extensions = vllm_extensions
+        api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.Client(
+            base_url=self.base_url,
+            headers=headers,
+            timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
+            limits=httpx.Limits(max_connections=max_concurrency, max_keepalive_connections=max_concurrency),
+        )
+        self._executor = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="dynaweb-openai")
+        self._closed = threading.Event()
+
+    def close(self) -> None:
+        """Close the HTTP connections and worker threads."""
+        self._closed.set()
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        self._client.close()
+
+    def __del__(self) -> None:  # best effort; close() is the clean way
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def _sampling_fields(self, params: SamplingParams, seed: int | None) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": params.max_new_tokens,
+            "temperature": params.temperature,
+            "top_p": 1.0 if params.greedy else params.top_p,
+            "n": 1,
+        }
+        if seed is not None:
+            body["seed"] = seed
+        if params.stop:
+            body["stop"] = list(params.stop)
+        if self.vllm_extensions:
+            body.update(
+                return_token_ids=True,
+                return_tokens_as_token_ids=True,
+                include_stop_str_in_output=True,
+                skip_special_tokens=True,
+            )
+        return body
+
+    def generate(self, conversations: Sequence[Conversation], params: SamplingParams) -> list[Generation]:
+        """Generate one completion per chat conversation with concurrent ``chat/completions`` requests.
+
+        Raises:
+            ValueError: If a conversation is malformed.
+            GenerationError: If the server cannot be reached after retries or answers with an error.
+        """
+        messages = [validate_conversation(conversation) for conversation in conversations]
+        seeds = _request_seeds(params.seed, len(messages))
+        bodies = [
+            {**self._sampling_fields(params, seed), "messages": conversation, "logprobs": True}
+            for conversation, seed in zip(messages, seeds, strict=True)
+        ]
+        return self._run("chat/completions", bodies, lambda response, body: self._parse_chat(response, params))
+
+    def generate_from_ids(self, prompt_ids: Sequence[list[int]], params: SamplingParams) -> list[Generation]:
+        """Generate from token-id prompts with concurrent ``completions`` requests.
+
+        Raises:
+            ValueError: If a prompt is empty.
+            NotImplementedError: If the server has no ``completions`` endpoint.
+            GenerationError: If the server cannot be reached after retries or answers with an error.
+        """
+        prompts = [list(map(int, ids)) for ids in prompt_ids]
+        if any(not ids for ids in prompts):
+            raise ValueError("every prompt must hold at least one token id")
+        seeds = _request_seeds(params.seed, len(prompts))
+        bodies = [
+            {**self._sampling_fields(params, seed), "prompt": ids, "logprobs": 1}
+            for ids, seed in zip(prompts, seeds, strict=True)
+        ]
+        return self._run("completions", bodies, lambda response, body: self._parse_completion(response, body, params))
+
+    def _run(
+        self, path: str, bodies: list[dict[str, Any]], parse: Callable[[dict[str, Any], dict[str, Any]], Generation]
+    ) -> list[Generation]:
+        if not bodies:
+            return []
+        if self._closed.is_set():
+            raise GenerationError("this OpenAIBackend is closed")
+        futures = [self._executor.submit(self._post, path, body) for body in bodies]
+        try:
+            responses = [future.result() for future in futures]
+        finally:
+            for future in futures:
+                future.cancel()
+        return [parse(response, body) for response, body in zip(responses, bodies, strict=True)]
+
+    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        url = f"{self.base_url}/{path}"
+        last_problem = ""
+        for attempt in range(self.max_retries + 1):
+            if attempt:
+                time.sleep(self.retry_backoff * 2 ** (attempt - 1))
+            try:
+                response = self._client.post(f"/{path}", json=body)
+            except httpx.TransportError as error:  # refused, reset, timed out, ...
+                last_problem = f"{type(error).__name__}: {error}"
+                continue
+            if response.status_code in _RETRY_STATUS:
+                last_problem = f"HTTP {response.status_code}: {response.text[:300]}"
+                continue
+            if response.status_code == 404 and path == "completions":
+                raise NotImplementedError(
+                    f"{url} answered 404: this server has no token-id completions endpoint, so "
+                    "generate_from_ids is unavailable; use generate (chat) or a vLLM server"
+                )
+            if response.status_code >= 400:
+                hint = " (if it rejects unknown fields, pass vllm_extensions=False)" if self.vllm_extensions else ""
+                raise GenerationError(f"{url} answered HTTP {response.status_code}{hint}: {response.text[:500]}")
+            try:
+                payload = response.json()
+                if not payload.get("choices"):
+                    raise ValueError("no choices")
+            except ValueError as error:
+                raise GenerationError(
+                    f"{url} returned an unusable response ({error}): {response.text[:300]}"
+                ) from error
+            return payload
+        raise GenerationError(f"{url} failed after {self.max_retries + 1} attempt(s); last error: {last_problem}")
+
+    @staticmethod
+    def _finish(choice: dict[str, Any], text: str, params: SamplingParams) -> tuple[str, str]:
+        stop_reason = choice.get("stop_reason")
+        if isinstance(stop_reason, str) and stop_reason in params.stop and not text.endswith(stop_reason):
+            text += stop_reason  # the server dropped the stop string; the contract keeps it
+        return text, "length" if choice.get("finish_reason") == "length" else "stop"
+
+    @staticmethod
+    def _ids_from_tokens(tokens: Sequence[Any]) -> list[int]:
+        matches = [_TOKEN_ID.fullmatch(token) if isinstance(token, str) else None for token in tokens]
+        return [int(match.group(1)) for match in matches] if matches and all(matches) else []
+
+    def _parse_chat(self, response: dict[str, Any], params: SamplingParams) -> Generation:
+        choice = response["choices"][0]
+        message = choice.get("message") or {}
+        text, finish = self._finish(choice, message.get("content") or "", params)
+        entries = (choice.get("logprobs") or {}).get("content") or []
+        logprobs = [float(entry["logprob"]) for entry in entries if entry.get("logprob") is not None]
+        completion_ids = choice.get("token_ids") or self._ids_from_tokens([entry.get("token") for entry in entries])
+        prompt_ids = response.get("prompt_token_ids") or choice.get("prompt_token_ids") or []
+        return Generation(text, list(prompt_ids), list(completion_ids), logprobs, finish)
+
+    def _parse_completion(self, response: dict[str, Any], body: dict[str, Any], params: SamplingParams) -> Generation:
+        choice = response["choices"][0]
+        text, finish = self._finish(choice, choice.get("text") or "", params)
+        logprob_block = choice.get("logprobs") or {}
+        logprobs = [float(value) for value in logprob_block.get("token_logprobs") or [] if value is not None]
+        completion_ids = choice.get("token_ids") or self._ids_from_tokens(logprob_block.get("tokens") or [])
+        return Generation(text, list(body["prompt"]), list(completion_ids), logprobs, finish)
+
+
+__all__ = ["OpenAIBackend"]
