@@ -1,0 +1,268 @@
+"""Transitions per second of real and dreamed web environments, measured side by side in one run.
+
+    python benchmarks/env_throughput.py                       # ~15 min on the 2-core CPU machine
+    python benchmarks/env_throughput.py --dream-tokens 128 --real-steps 12   # quicker look
+
+What it measures (saved to ``benchmarks/results/env_throughput.json``):
+
+- ``real_1``: ``RealWeb-v0``, one Chromium, scripted experts acting on MiniWoB++ tasks.
+- ``real_4``: ``RealWeb-v0`` in an ``AsyncVectorEnv`` of 4 browsers (one process each).
+- ``dream_1``: ``DreamWeb-v0``, one env.
+- ``dream_8_batched`` vs ``dream_8_sequential``: the same 8 start states and the same actions,
+  stepped through ``DreamWebVectorEnv`` (one batched world-model call per step) and through 8
+  ``DreamWebEnv`` one by one. Both share one loaded model and decode greedily, so they generate the
+  same next pages (the token counts are reported to show it). Beside the env ratio, the ratio of
+  the time spent inside ``generate`` is reported: the env's own overhead should be near zero, and
+  the batching gain is bounded by what batched generation gives on this hardware.
+
+Dream actions are the recorded expert actions of each start state (real, valid actions), so every
+dream step asks the world model for a next page.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode
+from tqdm import tqdm
+
+import dynaweb_env  # noqa: F401  (registers the envs)
+from dynaweb_env.data.io import read_trajectories
+from dynaweb_env.data.start_states import builtin_start_states_path, load_start_states
+from dynaweb_env.envs.dream import DreamWebEnv
+from dynaweb_env.experts import EXPERTS, get_expert
+from dynaweb_env.llm import make_backend
+from dynaweb_env.llm.base import Conversation, Generation, SamplingParams
+
+RESULTS = Path(__file__).parent / "results" / "env_throughput.json"
+
+
+class TimedBackend:
+    """Wraps a backend to count calls, sequences, generated tokens and seconds spent generating."""
+
+    def __init__(self, backend):
+        self.backend = backend
+        self.model_name = backend.model_name
+        self.reset_counters()
+
+    def reset_counters(self) -> None:
+        self.calls = self.sequences = self.tokens = 0
+        self.seconds = 0.0
+
+    def _timed(self, method, batch, params: SamplingParams) -> list[Generation]:
+        start = time.perf_counter()
+        generations = method(batch, params)
+        self.seconds += time.perf_counter() - start
+        self.calls += 1
+        self.sequences += len(generations)
+        self.tokens += sum(len(g.completion_ids) for g in generations)
+        return generations
+
+    def generate(self, conversations: Sequence[Conversation], params: SamplingParams) -> list[Generation]:
+        return self._timed(self.backend.generate, conversations, params)
+
+    def generate_from_ids(self, prompt_ids: Sequence[list[int]], params: SamplingParams) -> list[Generation]:
+        return self._timed(self.backend.generate_from_ids, prompt_ids, params)
+
+
+def expert_tasks() -> list[str]:
+    """MiniWoB++ tasks with a scripted expert, in a fixed order."""
+    return sorted(task for task in EXPERTS if task.startswith("miniwob."))
+
+
+def bench_real_single(steps: int, seed: int) -> dict:
+    """One browser, expert actions, episodes over the expert tasks until ``steps`` transitions."""
+    tasks = expert_tasks()
+    env = gym.make("RealWeb-v0", task=tasks[0]).unwrapped
+    transitions, resets, reset_seconds, step_seconds = 0, 0, 0.0, 0.0
+    bar = tqdm(total=steps, desc="real x1", unit="step")
+    try:
+        while transitions < steps:
+            task = tasks[resets % len(tasks)]
+            start = time.perf_counter()
+            observation, _ = env.reset(seed=seed + resets, options={"task": task, "task_seed": seed + resets})
+            reset_seconds += time.perf_counter() - start
+            resets += 1
+            done = False
+            while not done and transitions < steps:
+                _, action = get_expert(task).act(observation)
+                start = time.perf_counter()
+                observation, _, terminated, truncated, _ = env.step(action)
+                step_seconds += time.perf_counter() - start
+                transitions += 1
+                bar.update()
+                done = terminated or truncated
+    finally:
+        env.close()
+        bar.close()
+    return {
+        "transitions": transitions,
+        "resets": resets,
+        "step_seconds": step_seconds,
+        "reset_seconds": reset_seconds,
+        "transitions_per_second": transitions / step_seconds,
+        "transitions_per_second_with_resets": transitions / (step_seconds + reset_seconds),
+    }
+
+
+def bench_real_vector(num_envs: int, steps: int, seed: int) -> dict:
+    """``num_envs`` browsers in an AsyncVectorEnv (autoreset), expert actions, ``steps`` transitions."""
+    tasks = expert_tasks()[:num_envs]
+    env = gym.make_vec(
+        "RealWeb-v0",
+        num_envs,
+        vectorization_mode="async",
+        vector_kwargs={"shared_memory": False, "autoreset_mode": AutoresetMode.NEXT_STEP},
+        tasks=tasks,
+    )
+    bar = tqdm(total=steps, desc=f"real x{num_envs}", unit="step")
+    try:
+        start = time.perf_counter()
+        observations, infos = env.reset(seed=seed)
+        reset_seconds = time.perf_counter() - start
+        transitions, step_seconds = 0, 0.0
+        while transitions < steps:
+            actions = []
+            for i in range(num_envs):
+                observation = {key: observations[key][i] for key in observations}
+                actions.append(get_expert(str(infos["task_id"][i])).act(observation)[1])
+            start = time.perf_counter()
+            # With NEXT_STEP autoreset a finished sub-env is reset by this call (its action ignored):
+            # such a call is counted as a transition too, as every vectorized RL loop pays for it.
+            observations, _, _, _, infos = env.step(tuple(actions))
+            step_seconds += time.perf_counter() - start
+            transitions += num_envs
+            bar.update(num_envs)
+    finally:
+        env.close()
+        bar.close()
+    return {
+        "num_envs": num_envs,
+        "transitions": transitions,
+        "step_seconds": step_seconds,
+        "reset_seconds": reset_seconds,
+        "transitions_per_second": transitions / step_seconds,
+    }
+
+
+def dream_start_states(count: int) -> tuple[list, list[str]]:
+    """``count`` start states, one per task first, with the recorded expert action taken in each."""
+    trajectories = {t.id: t for t in read_trajectories(builtin_start_states_path())}
+    candidates = []
+    for state in load_start_states(None):
+        action = trajectories[state.trajectory_id].steps[state.step_index].action
+        if action and not action.startswith("stop"):
+            candidates.append((state, action))
+    # Round-robin over tasks so the batch mixes pages of different sizes, as a training batch does.
+    by_task: dict[str, list] = {}
+    for state, action in candidates:
+        by_task.setdefault(state.task_id, []).append((state, action))
+    chosen = []
+    while len(chosen) < count and any(by_task.values()):
+        for task in sorted(by_task):
+            if by_task[task] and len(chosen) < count:
+                chosen.append(by_task[task].pop(0))
+    return [state for state, _ in chosen], [action for _, action in chosen]
+
+
+def bench_dream(backend: TimedBackend, states, actions, max_new_tokens: int, batched: bool) -> dict:
+    """One dream step from each start state, batched in a vector env or one env at a time."""
+    kwargs = dict(world_model=backend, world_model_temperature=0.0, max_new_tokens=max_new_tokens, dream_length=5)
+    backend.reset_counters()
+    if batched:
+        env = gym.make_vec("DreamWeb-v0", num_envs=len(states), autoreset_mode=AutoresetMode.DISABLED, **kwargs)
+        env.reset(seed=0)  # the first reset covers every sub-env; then pin each one's start state
+        for i, state in enumerate(states):
+            mask = np.zeros(len(states), dtype=bool)
+            mask[i] = True
+            env.reset(seed=i, options={"reset_mask": mask, "start_state": state})
+        start = time.perf_counter()
+        env.step(tuple(actions))
+        seconds = time.perf_counter() - start
+        env.close()
+    else:
+        envs = [DreamWebEnv(**kwargs) for _ in states]
+        for i, (env, state) in enumerate(zip(envs, states, strict=True)):
+            env.reset(seed=i, options={"start_state": state})
+        start = time.perf_counter()
+        for env, action in tqdm(list(zip(envs, actions, strict=True)), desc="dream x8 one by one", unit="env"):
+            env.step(action)
+        seconds = time.perf_counter() - start
+    return {
+        "num_envs": len(states),
+        "transitions": len(states),
+        "seconds": seconds,
+        "transitions_per_second": len(states) / seconds,
+        "generate_calls": backend.calls,
+        "generate_seconds": backend.seconds,
+        "generated_tokens": backend.tokens,
+        "env_overhead_seconds": seconds - backend.seconds,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--world-model", default="smollm2-135m", help="backend spec of the world model")
+    parser.add_argument("--dream-tokens", type=int, default=384, help="max new tokens per world-model call")
+    parser.add_argument("--real-steps", type=int, default=30, help="transitions per real-env measurement")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument("--skip-real", action="store_true", help="measure only the dream envs")
+    args = parser.parse_args(argv)
+
+    results: dict = {
+        "command": "python " + " ".join([sys.argv[0], *(argv if argv is not None else sys.argv[1:])]),
+        "config": vars(args) | {"output": str(args.output)},
+        "machine": {"platform": platform.platform(), "processor": platform.processor(), "cpus": _cpus()},
+    }
+    if not args.skip_real:
+        results["real_1"] = bench_real_single(args.real_steps, args.seed)
+        results["real_4"] = bench_real_vector(4, args.real_steps + args.real_steps % 4, args.seed)
+
+    backend = TimedBackend(make_backend(args.world_model))
+    states, actions = dream_start_states(8)
+    results["dream_start_states"] = [
+        {"task_id": s.task_id, "step_index": s.step_index, "action": a} for s, a in zip(states, actions, strict=True)
+    ]
+    results["dream_1"] = bench_dream(backend, states[:1], actions[:1], args.dream_tokens, batched=False)
+    results["dream_8_batched"] = bench_dream(backend, states, actions, args.dream_tokens, batched=True)
+    results["dream_8_sequential"] = bench_dream(backend, states, actions, args.dream_tokens, batched=False)
+    batched, sequential = results["dream_8_batched"], results["dream_8_sequential"]
+    results["dream_batched_over_sequential_time"] = batched["seconds"] / sequential["seconds"]
+    results["generate_batched_over_sequential_time"] = batched["generate_seconds"] / sequential["generate_seconds"]
+
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(results, indent=2) + "\n")
+    print_summary(results)
+    print(f"saved {args.output}")
+    return results
+
+
+def print_summary(results: dict) -> None:
+    print("\nenvironment            transitions/s")
+    for key in ("real_1", "real_4", "dream_1", "dream_8_batched", "dream_8_sequential"):
+        if key in results:
+            print(f"  {key:<20} {results[key]['transitions_per_second']:8.3f}")
+    batched, sequential = results["dream_8_batched"], results["dream_8_sequential"]
+    print(
+        f"dream x8 batched / one by one: {results['dream_batched_over_sequential_time']:.2f}x the time "
+        f"(raw generate on the same prompts: {results['generate_batched_over_sequential_time']:.2f}x; "
+        f"tokens {batched['generated_tokens']} vs {sequential['generated_tokens']})"
+    )
+
+
+def _cpus() -> int:
+    return os.cpu_count() or 0
+
+
+if __name__ == "__main__":
+    main()
