@@ -13,6 +13,7 @@ import gymnasium as gym
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from dynaweb_env.actions import ActionParseError, extract_action, parse_action
+from dynaweb_env.data.schema import Step, Trajectory
 from dynaweb_env.observation import make_observation
 from dynaweb_env.spaces import web_action_space, web_observation_space
 
@@ -114,6 +115,23 @@ class ClickButtonEnv(gym.Env[dict[str, str], str]):
         return self._observation(str(parsed), "nothing happens"), 0.0, False, truncated, info
 
 
+def expert_trajectory(task_seed: int, num_buttons: int = 4, reward: float = 1.0) -> Trajectory:
+    """A demonstration of the task for ``task_seed``: one click on the target, with its reasoning."""
+    env = ClickButtonEnv(num_buttons=num_buttons)
+    observation, _ = env.reset(options={"task_seed": task_seed})
+    index = task_seed % num_buttons
+    step = Step(
+        url=observation["url"],
+        axtree=observation["axtree"],
+        action=f"click [{index + 1}]",
+        reasoning=f"The button named {BUTTON_NAMES[index]} is [{index + 1}].",
+    )
+    return Trajectory(
+        f"{TASK_ID}/seed-{task_seed}/expert", TASK_ID, observation["goal"], "expert", [step],
+        success=reward > 0, reward=reward, metadata={"seed": task_seed},
+    )  # fmt: skip
+
+
 def make_click_button_vector_env(num_envs: int, **kwargs: Any) -> SyncVectorEnv:
     """``num_envs`` :class:`ClickButtonEnv` in a ``SyncVectorEnv`` with autoreset disabled."""
     return SyncVectorEnv(
@@ -121,4 +139,4 @@ def make_click_button_vector_env(num_envs: int, **kwargs: Any) -> SyncVectorEnv:
     )
 
 
-__all__ = ["TASK_ID", "BUTTON_NAMES", "ClickButtonEnv", "make_click_button_vector_env"]
+__all__ = ["TASK_ID", "BUTTON_NAMES", "ClickButtonEnv", "expert_trajectory", "make_click_button_vector_env"]

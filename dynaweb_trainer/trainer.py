@@ -526,6 +526,46 @@ class DynaWebTrainer(GRPOTrainer):
             self.remove_callback(ProgressCallback)
             self.add_callback(DynaWebProgressCallback)
 
+    def _get_per_token_logps_and_entropies(
+        self,
+        model,
+        input_ids,
+        attention_mask,
+        logits_to_keep,
+        batch_size=None,
+        compute_entropy=False,
+        compute_aux_loss=False,
+        **multimodal,
+    ):
+        """Log-probs (and entropies) of the completion tokens, computing the LM head on those positions only.
+
+        TRL 1.16's fused LM head scores *every* position, prompt included, when Triton is unavailable
+        (CPU): with multi-turn web prompts of ~1k tokens and turns of ~50, that is >90% wasted head
+        compute and memory. On CPU this override runs the backbone once and the head (softmax over
+        the vocabulary at ``self.temperature``) on the completion positions only, in
+        checkpointed chunks. Anywhere else (GPU, multimodal, MoE aux loss, soft-capped or scaled
+        logits) TRL's own implementation runs. ``tests/test_gspo_loss.py`` checks both agree.
+        """
+        causal_lm = self.accelerator.unwrap_model(model)
+        causal_lm = causal_lm.get_base_model() if hasattr(causal_lm, "get_base_model") else causal_lm
+        config = causal_lm.config.get_text_config()
+        if (
+            input_ids.device.type != "cpu"
+            or compute_aux_loss
+            or any(value is not None for value in multimodal.values())
+            or getattr(config, "final_logit_softcapping", None)
+            or getattr(config, "logit_scale", None)
+            or getattr(causal_lm, "base_model", causal_lm) is causal_lm
+        ):
+            return super()._get_per_token_logps_and_entropies(
+                model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss,
+                **multimodal,
+            )  # fmt: skip
+        with self.accelerator.autocast():
+            return completion_logps_and_entropies(
+                causal_lm, input_ids, attention_mask, logits_to_keep, self.temperature, batch_size, compute_entropy
+            )
+
     def summary(self) -> dict[str, Any]:
         """What the run did: steps, time, success and expert share (first vs last log), checkpoint."""
         history = [entry for entry in self.state.log_history if "env/success_rate" in entry]
@@ -551,6 +591,52 @@ class DynaWebTrainer(GRPOTrainer):
             "episodes": self.rollout_func.total_stats.episodes,
             "last_checkpoint": last_checkpoint(self.args.output_dir),
         }
+
+
+def completion_logps_and_entropies(
+    causal_lm: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    logits_to_keep: int,
+    temperature: float,
+    batch_size: int | None = None,
+    compute_entropy: bool = False,
+    chunk_tokens: int = 128,
+) -> tuple[torch.Tensor, torch.Tensor | None, None]:
+    """``log softmax(head(h) / T)`` at the last ``logits_to_keep`` tokens (0 where ``attention_mask`` is 0).
+
+    The backbone (``causal_lm.base_model``) runs over the whole sequence; the LM head only over the
+    completion positions, ``chunk_tokens`` positions at a time under activation checkpointing, so
+    the ``(batch, tokens, vocab)`` logits never exist at once.
+    """
+    backbone, head = causal_lm.base_model, causal_lm.get_output_embeddings()
+
+    def score(hidden: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logps = torch.log_softmax(head(hidden).float() / temperature, dim=-1)
+        entropy = -(logps.exp() * logps).sum(-1) if compute_entropy else logps.new_zeros(targets.shape)
+        return logps.gather(-1, targets.unsqueeze(-1)).squeeze(-1), entropy
+
+    batch_size = batch_size or input_ids.size(0)
+    all_logps, all_entropies = [], []
+    for start in range(0, input_ids.size(0), batch_size):
+        ids, mask = input_ids[start : start + batch_size], attention_mask[start : start + batch_size]
+        hidden = backbone(input_ids=ids, attention_mask=mask, use_cache=False).last_hidden_state
+        hidden = hidden[:, -logits_to_keep - 1 : -1]
+        targets = ids[:, -logits_to_keep:]
+        pieces = []
+        for offset in range(0, logits_to_keep, chunk_tokens):
+            window = slice(offset, offset + chunk_tokens)
+            if torch.is_grad_enabled():
+                pieces.append(
+                    torch.utils.checkpoint.checkpoint(score, hidden[:, window], targets[:, window], use_reentrant=False)
+                )
+            else:
+                pieces.append(score(hidden[:, window], targets[:, window]))
+        keep = mask[:, -logits_to_keep:].to(torch.float32)
+        all_logps.append(torch.cat([piece[0] for piece in pieces], dim=1) * keep)
+        all_entropies.append(torch.cat([piece[1] for piece in pieces], dim=1) * keep)
+    entropies = torch.cat(all_entropies) if compute_entropy else None
+    return torch.cat(all_logps), entropies, None
 
 
 def load_policy(name_or_path: str | Path, tokenizer: Any = None) -> tuple[Any, Any]:
@@ -628,6 +714,7 @@ __all__ = [
     "ExpertPool",
     "VLLMPolicy",
     "build_task_prompts",
+    "completion_logps_and_entropies",
     "build_train_dataset",
     "environment_reward",
     "last_checkpoint",

@@ -103,6 +103,36 @@ def test_trainer_loss_matches_hand_computed_gspo(tmp_path):
     assert not torch.isclose(trainer.compute_loss(model, inputs).detach(), expected, rtol=1e-3)
 
 
+@pytest.mark.parametrize("use_lora", [False, True])
+def test_completion_only_head_matches_trl(tmp_path, use_lora):
+    """The CPU override (LM head on completion positions only) gives TRL's log-probs, entropies and grads."""
+    from trl import GRPOTrainer
+
+    trainer = _trainer(tmp_path, use_lora=use_lora, lora_dropout=0.0)  # dropout would make two passes differ
+    model = trainer.model
+    model.train()
+    generator = torch.Generator().manual_seed(1)
+    input_ids = torch.randint(10, 1000, (3, 20), generator=generator)
+    attention_mask = torch.ones_like(input_ids)
+    attention_mask[1, -3:] = 0  # right padding of a shorter completion
+    attention_mask[2, :2] = 0  # left padding of a shorter prompt
+    results = []
+    for method in (trainer._get_per_token_logps_and_entropies,
+                   lambda *a, **k: GRPOTrainer._get_per_token_logps_and_entropies(trainer, *a, **k)):  # fmt: skip
+        model.zero_grad()
+        logps, entropies, _ = method(model, input_ids, attention_mask, 8, compute_entropy=True)
+        (logps * attention_mask[:, -8:]).sum().backward()
+        grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+        results.append((logps.detach(), entropies.detach(), grads))
+    (ours, our_entropy, our_grads), (trl, trl_entropy, trl_grads) = results
+    keep = attention_mask[:, -8:].bool()
+    torch.testing.assert_close(ours[keep], trl[keep], rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(our_entropy[keep], trl_entropy[keep], rtol=1e-4, atol=1e-4)
+    assert our_grads.keys() == trl_grads.keys() and our_grads
+    for name in our_grads:
+        torch.testing.assert_close(our_grads[name], trl_grads[name], rtol=1e-3, atol=1e-5)
+
+
 def test_rollout_env_mask_reaches_the_loss(tmp_path):
     """The env_mask returned by the rollout is the mask TRL applies (as tool_mask) in the loss."""
     trainer = _trainer(tmp_path)

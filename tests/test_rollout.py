@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from dynaweb_env.data.schema import Step, Trajectory
+from dynaweb_env.data.schema import Trajectory
 from dynaweb_env.llm.base import Generation, SamplingParams
 from dynaweb_trainer.config import GSPOConfig
 from dynaweb_trainer.encoding import EpisodeEncoder, encode_expert_trajectory
-from dynaweb_trainer.identity_env import TASK_ID, make_click_button_vector_env
+from dynaweb_trainer.identity_env import TASK_ID, expert_trajectory, make_click_button_vector_env
 from dynaweb_trainer.rollout import PARK_ACTION, RolloutStats, run_episodes, summarize_episodes
 from dynaweb_trainer.trainer import DynaWebRollout, ExpertPool, environment_reward, make_task_prompt
 
@@ -52,7 +52,11 @@ def _click_target(prompt: str) -> str:
     """Right click on the 2nd observation of an episode, a wrong (non-terminating) hover before."""
     target = prompt.rsplit("Click the button named '", 1)[1].split("'", 1)[0]
     index = ["ONE", "TWO", "THREE", "FOUR"].index(target) + 1
-    return f"REASON: look first.\nACTION: hover [{index}]" if prompt.count("OBJECTIVE:") == 1 else f"ACTION: click [{index}]"
+    return (
+        f"REASON: look first.\nACTION: hover [{index}]"
+        if prompt.count("OBJECTIVE:") == 1
+        else f"ACTION: click [{index}]"
+    )
 
 
 def test_batched_multi_turn_episodes(tokenizer):
@@ -129,14 +133,7 @@ def test_max_steps_and_token_budget(tokenizer):
 
 
 def _expert(seed: int, reward: float = 1.0) -> Trajectory:
-    name = ["ONE", "TWO", "THREE", "FOUR"][seed]
-    axtree = "RootWebArea 'Click Button'\n" + "\n".join(
-        f"\t[{i + 1}] button '{n}'" for i, n in enumerate(["ONE", "TWO", "THREE", "FOUR"])
-    )
-    steps = [Step(url="file:///identity/click-button.html", axtree=axtree, action=f"click [{seed + 1}]",
-                  reasoning=f"The button named {name} is [{seed + 1}].")]  # fmt: skip
-    return Trajectory(f"expert/{seed}", TASK_ID, f"Click the button named '{name}'.", "expert", steps,
-                      success=reward > 0, reward=reward, metadata={"seed": seed})  # fmt: skip
+    return expert_trajectory(seed, reward=reward)
 
 
 def test_expert_slots_carry_expert_tokens_and_reward(tokenizer):
@@ -174,8 +171,16 @@ def test_expert_slots_carry_expert_tokens_and_reward(tokenizer):
     assert policy.batches == []  # no episode was run for replaced slots
 
     # With expert_frac 0.5 about half of the slots are replaced, the rest are rollouts.
-    rollout.args = GSPOConfig(output_dir="/tmp/unused", expert_frac=0.5, environment="real", num_generations=2,
-                              per_device_train_batch_size=4, max_turn_tokens=16, max_completion_length=512, seed=3)
+    rollout.args = GSPOConfig(
+        output_dir="/tmp/unused",
+        expert_frac=0.5,
+        environment="real",
+        num_generations=2,
+        per_device_train_batch_size=4,
+        max_turn_tokens=16,
+        max_completion_length=512,
+        seed=3,
+    )
     shares = []
     trainer_module.trainer_policy = lambda _trainer: _Context(policy)
     try:

@@ -1,0 +1,189 @@
+"""dynaweb-train: config layering, end-to-end GSPO runs on dream / real / mix, checkpoints and resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from datasets import Dataset
+from safetensors.torch import load_file
+from transformers import TrainerCallback
+
+from dynaweb_trainer.cli import parse_train_args, train_main
+from dynaweb_trainer.config import GSPOConfig, available_presets
+from dynaweb_trainer.identity_env import TASK_ID, expert_trajectory, make_click_button_vector_env
+from dynaweb_trainer.trainer import DynaWebTrainer, make_task_prompt
+
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+
+#: Small, fast settings shared by the end-to-end runs (tiny random policy and world model).
+TINY = [
+    "--policy", "tiny-random", "--world-model", "tiny-random", "--num-generations", "2",
+    "--per-device-train-batch-size", "4", "--max-turn-tokens", "8", "--agent-max-steps", "2",
+    "--dream-length", "2", "--world-model-max-new-tokens", "16", "--max-axtree-chars", "600",
+    "--learning-rate", "1e-3", "--logging-steps", "1", "--seed", "1",
+]  # fmt: skip
+
+
+def test_presets_config_file_and_flags_layer(tmp_path):
+    assert {"cpu-small", "paper"} <= set(available_presets())
+    default = parse_train_args([])
+    assert (default.policy, default.use_lora, default.environment) == ("smollm2-135m", True, "dream")
+    paper = parse_train_args(["--preset", "paper"])
+    assert (paper.num_generations, paper.learning_rate, paper.temperature, paper.top_p) == (8, 1e-6, 0.7, 0.9)
+    assert (paper.agent_max_steps, paper.dream_length, paper.expert_frac, paper.beta) == (10, 5, 0.5, 0.0)
+    config = tmp_path / "run.yaml"
+    config.write_text("env: mix\nreal_frac: 0.25\nlearning_rate: 3.0e-5\ntasks: [miniwob.click-button]\n")
+    args = parse_train_args(["--config", str(config), "--learning-rate", "1e-4", "--expert-frac", "0.3"])
+    assert (args.environment, args.real_frac, args.learning_rate, args.expert_frac) == ("mix", 0.25, 1e-4, 0.3)
+    assert args.tasks == ["miniwob.click-button"]
+    config.write_text("env: {DYNAWEB_TEST_VAR: '7'}\nenvironment: real\n")
+    assert parse_train_args(["--config", str(config)]).environment == "real"
+    assert os.environ.pop("DYNAWEB_TEST_VAR") == "7"
+    config.write_text("no_such_field: 1\n")
+    with pytest.raises(ValueError, match="no_such_field"):
+        parse_train_args(["--config", str(config)])
+    with pytest.raises(ValueError, match="unknown preset"):
+        parse_train_args(["--preset", "nope"])
+    for bad in ({"environment": "moon"}, {"expert_frac": 1.5}, {"dream_length": 0}, {"max_axtree_chars": -1}):
+        with pytest.raises(ValueError):
+            GSPOConfig(output_dir=str(tmp_path), **bad)
+
+
+def _lora_b_nonzero(output_dir: Path) -> bool:
+    weights = load_file(str(output_dir / "adapter_model.safetensors"))
+    lora_b = [tensor for name, tensor in weights.items() if "lora_B" in name]
+    return bool(lora_b) and any(tensor.abs().sum() > 0 for tensor in lora_b)
+
+
+def _run(tmp_path: Path, *extra: str) -> tuple[dict, list[dict]]:
+    output_dir = tmp_path / "run"
+    status = train_main([*TINY, "--output-dir", str(output_dir), "--disable-tqdm", "true", *extra])
+    assert status == 0
+    summary = json.loads((output_dir / "summary.json").read_text())
+    state = json.loads(Path(summary["last_checkpoint"], "trainer_state.json").read_text())
+    return summary, state["log_history"]
+
+
+@pytest.mark.slow
+def test_train_dream_end_to_end(tmp_path):
+    summary, history = _run(tmp_path, "--env", "dream", "--expert-frac", "0.5", "--max-steps", "2", "--save-steps", "1")
+    assert summary["global_step"] == 2 and summary["last_checkpoint"].endswith("checkpoint-2")
+    assert 0 < summary["expert_share"] < 1
+    logged = [entry for entry in history if "env/success_rate" in entry]
+    assert len(logged) == 2 and all("loss" in entry for entry in logged)
+    assert any("env/dream_steps" in entry for entry in logged) and any("env/wm_format_error_rate" in e for e in logged)
+    # LoRA B matrices start at zero: non-zero ones prove the policy was updated by GSPO.
+    assert _lora_b_nonzero(tmp_path / "run")
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_train_real_end_to_end(tmp_path):
+    summary, history = _run(
+        tmp_path, "--env", "real", "--tasks", "miniwob.click-button", "--real-task-seeds", "2",
+        "--expert-frac", "0.5", "--max-steps", "1", "--num-envs", "2",
+    )  # fmt: skip
+    assert summary["global_step"] == 1
+    logged = [entry for entry in history if "env/success_rate" in entry]
+    assert logged and "env/real_steps" in logged[0]
+    assert _lora_b_nonzero(tmp_path / "run")
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_train_mix_end_to_end(tmp_path):
+    summary, history = _run(
+        tmp_path, "--env", "mix", "--real-frac", "0.5", "--tasks", "miniwob.click-button", "--real-task-seeds", "2",
+        "--expert-frac", "0.25", "--max-steps", "2", "--num-envs", "2", "--per-device-train-batch-size", "8",
+    )  # fmt: skip
+    logged = [entry for entry in history if "env/success_rate" in entry]
+    assert any("env/real_steps" in entry for entry in logged) and any("env/dream_steps" in entry for entry in logged)
+    assert _lora_b_nonzero(tmp_path / "run")
+
+
+def _identity_trainer(output_dir: Path, max_steps: int, callbacks=None, **overrides) -> DynaWebTrainer:
+    values = dict(
+        output_dir=str(output_dir), policy="tiny-random", environment="real", num_generations=2,
+        per_device_train_batch_size=4, max_steps=max_steps, save_steps=1, learning_rate=1e-3, expert_frac=0.5,
+        max_turn_tokens=6, max_completion_length=256, agent_max_steps=1, max_axtree_chars=0, report_to="none",
+        gradient_checkpointing=False, disable_tqdm=True, logging_steps=1, seed=0,
+    )  # fmt: skip
+    values.update(overrides)
+    prompts = [make_task_prompt("real", TASK_ID, {"task": TASK_ID, "task_seed": seed}) for seed in range(4)]
+    return DynaWebTrainer(
+        GSPOConfig(**values),
+        train_dataset=Dataset.from_dict({"prompt": prompts}),
+        vector_envs={"real": lambda: make_click_button_vector_env(4, max_steps=1)},
+        expert_trajectories=[expert_trajectory(seed) for seed in range(4)],
+        callbacks=callbacks,
+    )
+
+
+class _InterruptAfter(TrainerCallback):
+    """Stops training after ``step`` steps, as an interruption would (checkpoints are already written)."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_step_end(self, args, state, control, **kwargs):
+        control.should_training_stop = state.global_step >= self.step
+        return control
+
+
+def test_resume_continues_from_last_checkpoint(tmp_path):
+    from dynaweb_trainer.cli import resume_checkpoint
+
+    first = _identity_trainer(tmp_path, max_steps=3, callbacks=[_InterruptAfter(2)])
+    first.train()
+    assert first.state.global_step == 2
+    assert sorted(p.name for p in tmp_path.glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-2"]
+    weights_at_2 = {k: v.clone() for k, v in first.model.state_dict().items() if "lora" in k}
+
+    second = _identity_trainer(tmp_path, max_steps=3, resume=True)
+    checkpoint = resume_checkpoint(second.args)
+    assert checkpoint.endswith("checkpoint-2")
+    second.train(resume_from_checkpoint=checkpoint)
+    assert second.state.global_step == 3
+    assert second.rollout_func.calls == 1  # steps 1-2 were not redone
+    # The optimizer state came from the checkpoint: Adam has taken 3 steps, not 1.
+    steps = {int(state["step"]) for state in second.optimizer.state.values()}
+    assert steps == {3}
+    # ...and the adapter weights too (loaded at step 2, then updated once).
+    loaded = {k: v for k, v in second.model.state_dict().items() if "lora" in k}
+    assert weights_at_2.keys() == loaded.keys()
+    assert any(not torch.equal(weights_at_2[k], loaded[k]) for k in loaded)
+    history_steps = [entry["step"] for entry in second.state.log_history if "loss" in entry]
+    assert history_steps == [1, 2, 3]
+
+
+@pytest.mark.slow
+def test_kill_and_resume_cli(tmp_path):
+    """A real interruption: SIGKILL the CLI after its first checkpoint, then --resume to the end."""
+    output_dir = tmp_path / "run"
+    run = [*TINY, "--env", "dream", "--expert-frac", "0.5", "--max-steps", "3", "--save-steps", "1",
+           "--output-dir", str(output_dir), "--disable-tqdm", "true"]  # fmt: skip
+    command = [sys.executable, "-m", "dynaweb_trainer.cli", *run]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 900
+        while not (output_dir / "checkpoint-1" / "trainer_state.json").exists():
+            assert process.poll() is None and time.time() < deadline, "the run ended before its first checkpoint"
+            time.sleep(1)
+        time.sleep(2)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    assert not (output_dir / "summary.json").exists()
+    assert train_main([*run, "--resume"]) == 0
+    summary = json.loads((output_dir / "summary.json").read_text())
+    assert summary["global_step"] == 3 and summary["last_checkpoint"].endswith("checkpoint-3")
+    state = json.loads((output_dir / "checkpoint-3" / "trainer_state.json").read_text())
+    assert [entry["step"] for entry in state["log_history"] if "loss" in entry] == [1, 2, 3]
