@@ -132,7 +132,6 @@ def _build_smollm2(target: Path) -> None:
     # quantization config that later loads would try (and fail) to honour.
     if getattr(model, "hf_quantizer", None) is not None:
         model.hf_quantizer.remove_quantization_config(model)
-    model.config.name_or_path = "SmolLM2-135M-Instruct"
     model.save_pretrained(target)
     tokenizer.save_pretrained(target)
 

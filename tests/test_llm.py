@@ -424,12 +424,10 @@ def test_openai_seeds_are_per_request_and_reproducible(server, client):
 
 
 def test_openai_batch_is_sent_concurrently(server, client):
-    server.delay = 0.3
-    start = time.perf_counter()
+    server.delay = 0.3  # each request waits before answering, so sequential requests could never overlap
     client.generate(CONVERSATIONS + CONVERSATIONS[:1], SamplingParams(max_new_tokens=2, temperature=0))
-    assert server.max_in_flight >= 2
     assert len(server.requests) == 4
-    assert time.perf_counter() - start < 4 * 0.3 + 2.0  # well under four sequential round trips plus generation
+    assert server.max_in_flight >= 2
 
 
 def test_openai_generate_from_ids(server, client, tiny):
@@ -437,7 +435,7 @@ def test_openai_generate_from_ids(server, client, tiny):
     remote = client.generate_from_ids(prompts, GREEDY)
     local = tiny.generate_from_ids(prompts, GREEDY)
     assert [(g.completion_ids, g.prompt_ids) for g in remote] == [(g.completion_ids, g.prompt_ids) for g in local]
-    assert server.requests[0]["prompt"] == prompts[0]
+    assert sorted(request["prompt"] for request in server.requests) == sorted(prompts)  # arrival order varies
 
 
 def test_openai_plain_server_without_ids(server, client):
