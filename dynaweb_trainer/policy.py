@@ -206,8 +206,41 @@ def load_policy(
     if options["backend"] == "transformers":
         backend = make_backend(spec, cache=False, device=device, max_batch_size=max_batch_size)
         return LoadedPolicy(spec, "model", backend.tokenizer, backend, {"model": options["model"]})
-    backend = make_backend(spec, cache=False)
-    return LoadedPolicy(spec, "server", side_tokenizer(), backend, {"backend": options["backend"]})
+    policy_tokenizer = side_tokenizer()
+    backend = CompletionIdsBackend(make_backend(spec, cache=False), policy_tokenizer)
+    return LoadedPolicy(spec, "server", policy_tokenizer, backend, {"backend": options["backend"]})
+
+
+class CompletionIdsBackend:
+    """Wraps a backend so every generation carries its completion token ids.
+
+    The episode encoding needs the tokens of each turn; a server that returns only text (no
+    ``token_ids``, no token logprobs) would leave the turn out of the next prompt. Missing ids are
+    filled by tokenizing the text with the policy's tokenizer, plus EOS when the turn stopped.
+
+    Args:
+        backend: Any :class:`~dynaweb_env.llm.base.GenerationBackend`.
+        tokenizer: The tokenizer of the model the backend serves.
+    """
+
+    def __init__(self, backend: GenerationBackend, tokenizer: Any):
+        self.backend, self.tokenizer = backend, tokenizer
+        self.model_name = getattr(backend, "model_name", "server")
+
+    def _fill(self, generations: list[Generation]) -> list[Generation]:
+        for generation in generations:
+            if not generation.completion_ids:
+                ids = self.tokenizer.encode(generation.text, add_special_tokens=False)
+                if generation.finish_reason == "stop" and self.tokenizer.eos_token_id is not None:
+                    ids.append(self.tokenizer.eos_token_id)
+                generation.completion_ids, generation.logprobs = ids, []
+        return generations
+
+    def generate_from_ids(self, prompt_ids: Sequence[list[int]], params: SamplingParams) -> list[Generation]:
+        return self._fill(self.backend.generate_from_ids(prompt_ids, params))
+
+    def generate(self, conversations: Sequence[Conversation], params: SamplingParams) -> list[Generation]:
+        return self._fill(self.backend.generate(conversations, params))
 
 
 class ObservationRecorder(gym.vector.VectorWrapper):
@@ -335,6 +368,7 @@ __all__ = [
     "resolve_checkpoint_dir",
     "load_adapter_model",
     "load_policy",
+    "CompletionIdsBackend",
     "ObservationRecorder",
     "ExpertBackend",
     "bind_expert",

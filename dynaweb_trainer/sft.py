@@ -238,6 +238,90 @@ def build_sft_dataset(
     return Dataset.from_list(rows)
 
 
+class PolicySFTTrainer(SFTTrainer):
+    """TRL's ``SFTTrainer`` with the LM head computed only where there is a label, on CPU.
+
+    A web episode is ~1k tokens of system prompt and pages for a few dozen policy tokens. TRL 1.16's
+    fused LM head scores every position (without Triton, i.e. on CPU, in chunks over the whole
+    vocabulary), so >90% of the head's work and memory goes to positions whose label is ``-100``. On
+    CPU this override runs the backbone once and the head on the labelled positions only; the loss
+    (summed NLL over ``num_items_in_batch``, as TRL's ``nll``) and the logged ``entropy`` /
+    ``mean_token_accuracy`` are the same quantities. Anywhere else (GPU, other loss types, label
+    smoothing, packing without attention mask, soft-capped logits, MoE aux loss) TRL's own
+    ``compute_loss`` runs. ``tests/test_sft.py`` checks both agree.
+    """
+
+    #: Labelled positions scored per head call (bounds the ``(positions, vocab)`` logits in memory).
+    head_chunk_tokens = 256
+
+    def _scores_labels_only(self, model: Any, inputs: dict[str, Any], return_outputs: bool) -> bool:
+        causal_lm = self.accelerator.unwrap_model(model)
+        causal_lm = causal_lm.get_base_model() if hasattr(causal_lm, "get_base_model") else causal_lm
+        config = causal_lm.config.get_text_config()
+        return not (
+            return_outputs
+            or inputs["input_ids"].device.type != "cpu"
+            or "attention_mask" not in inputs
+            or "labels" not in inputs
+            or self.args.loss_type != "nll"
+            or self.label_smoother is not None
+            or self.compute_loss_func is not None
+            or self.aux_loss_enabled
+            or getattr(config, "final_logit_softcapping", None)
+            or getattr(config, "logit_scale", None)
+            or getattr(causal_lm, "base_model", causal_lm) is causal_lm
+        )
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        if not self._scores_labels_only(model, inputs, return_outputs):
+            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        import torch
+
+        causal_lm = self.accelerator.unwrap_model(model)
+        causal_lm = causal_lm.get_base_model() if hasattr(causal_lm, "get_base_model") else causal_lm
+        backbone, head = causal_lm.base_model, causal_lm.get_output_embeddings()
+        hidden = backbone(
+            input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"], use_cache=False
+        ).last_hidden_state
+        targets = inputs["labels"][:, 1:]
+        labelled = targets != IGNORE_INDEX
+        hidden, targets = hidden[:, :-1][labelled], targets[labelled]
+
+        def score(hidden_chunk, target_chunk):
+            logps = torch.log_softmax(head(hidden_chunk).float(), dim=-1)
+            entropy = -(logps.exp() * logps).sum(-1)
+            is_top1 = logps.argmax(-1) == target_chunk
+            return logps.gather(-1, target_chunk.unsqueeze(-1)).squeeze(-1), entropy, is_top1
+
+        pieces = []
+        for start in range(0, targets.numel(), self.head_chunk_tokens):
+            chunk = (hidden[start : start + self.head_chunk_tokens], targets[start : start + self.head_chunk_tokens])
+            if torch.is_grad_enabled():
+                pieces.append(torch.utils.checkpoint.checkpoint(score, *chunk, use_reentrant=False))
+            else:
+                pieces.append(score(*chunk))
+        logps = torch.cat([piece[0] for piece in pieces]) if pieces else hidden.new_zeros(0)
+        entropy = torch.cat([piece[1] for piece in pieces]) if pieces else hidden.new_zeros(0)
+        is_top1 = torch.cat([piece[2] for piece in pieces]) if pieces else hidden.new_zeros(0, dtype=torch.bool)
+        num_tokens = labelled.sum() if num_items_in_batch is None else num_items_in_batch
+        loss = -logps.sum() / torch.as_tensor(num_tokens).clamp(min=1)
+        if self.args.average_tokens_across_devices and num_items_in_batch is not None:
+            loss = loss * (self.accelerator.num_processes // self.get_tp_size())
+
+        # The metrics TRL logs, over the same labelled positions.
+        mode = "train" if self.model.training else "eval"
+        num_valid = self.accelerator.gather_for_metrics(labelled.sum()).sum()
+        entropy_sum = self.accelerator.gather_for_metrics(entropy.detach().sum()).sum()
+        num_correct = self.accelerator.gather_for_metrics(is_top1.sum()).sum()
+        self._metrics[mode]["entropy"].append((entropy_sum / num_valid).item() if num_valid > 0 else 0.0)
+        self._metrics[mode]["mean_token_accuracy"].append((num_correct / num_valid).item() if num_valid > 0 else 0.0)
+        if mode == "train":
+            num_tokens_in_batch = self.accelerator.gather_for_metrics(inputs["attention_mask"].sum()).sum().item()
+            self._total_train_tokens += num_tokens_in_batch // self._tp_size
+        self._metrics[mode]["num_tokens"] = [self._total_train_tokens]
+        return loss
+
+
 def _resolve_checkpoint(config: PolicySFTConfig) -> str | None:
     value = config.resume_from_checkpoint
     if value is None or str(value).lower() in ("", "false", "no", "none"):
@@ -276,8 +360,8 @@ def make_lora_config(config: PolicySFTConfig) -> Any:
 
 def build_sft_trainer(
     config: PolicySFTConfig, trajectories: Sequence[Trajectory] | None = None
-) -> tuple[SFTTrainer, dict[str, Any]]:
-    """Load the data, the tokenizer and the model, and build the ``SFTTrainer`` (nothing trained yet).
+) -> tuple[PolicySFTTrainer, dict[str, Any]]:
+    """Load the data, the tokenizer and the model, and build the :class:`PolicySFTTrainer` (nothing trained yet).
 
     Args:
         config: What to train and how.
@@ -307,7 +391,7 @@ def build_sft_trainer(
         "max_episode_tokens": max(lengths),
         "truncated_episodes": sum(length > config.max_length for length in lengths) if config.max_length else 0,
     }
-    trainer = SFTTrainer(
+    trainer = PolicySFTTrainer(
         model=model_path,
         args=config,
         train_dataset=dataset,

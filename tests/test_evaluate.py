@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from dynaweb_env.llm.base import SamplingParams
+from dynaweb_env.llm.base import Generation, SamplingParams
 from dynaweb_env.observation import make_observation
 from dynaweb_trainer.encoding import EpisodeEncoder
 from dynaweb_trainer.evaluate import (
@@ -19,7 +19,13 @@ from dynaweb_trainer.evaluate import (
     parse_seeds,
     summarize_records,
 )
-from dynaweb_trainer.policy import ExpertBackend, PolicyLoadError, load_policy, resolve_checkpoint_dir
+from dynaweb_trainer.policy import (
+    CompletionIdsBackend,
+    ExpertBackend,
+    PolicyLoadError,
+    load_policy,
+    resolve_checkpoint_dir,
+)
 
 CLICK_TREE = "RootWebArea 'Click Test Task', focused\n\t[13] button 'ONE'\n\t[14] button 'TWO'"
 
@@ -173,3 +179,18 @@ def test_tiny_random_policy_runs_end_to_end(tmp_path, capsys):
         assert 1 <= episode["steps"] <= 2 and len(episode["responses"]) == episode["steps"]
         assert episode["success"] in (True, False) and episode["end_reason"] in ("terminated", "truncated", "max_steps")
     assert saved["command"].startswith("dynaweb-eval --policy tiny-random")
+
+
+def test_server_policy_turns_always_carry_token_ids(tokenizer):
+    class TextOnlyServer:
+        model_name = "server"
+
+        def generate_from_ids(self, prompt_ids, params):
+            return [Generation("REASON: r\nACTION: click [3]", list(ids), [], [], "stop") for ids in prompt_ids]
+
+    backend = CompletionIdsBackend(TextOnlyServer(), tokenizer)
+    [generation] = backend.generate_from_ids([[1, 2]], SamplingParams())
+    assert generation.completion_ids[-1] == tokenizer.eos_token_id
+    assert tokenizer.decode(generation.completion_ids[:-1]) == "REASON: r\nACTION: click [3]"
+    policy = load_policy("openai:some-model@http://127.0.0.1:9/v1", tokenizer="tiny-random")
+    assert policy.kind == "server" and isinstance(policy.backend, CompletionIdsBackend)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
 
 from dynaweb_env.data.io import write_trajectories
 from dynaweb_env.data.schema import Step, Trajectory
+from dynaweb_env.llm.base import SamplingParams
 from dynaweb_trainer.encoding import encode_expert_trajectory
 from dynaweb_trainer.sft import (
     IGNORE_INDEX,
@@ -133,6 +135,30 @@ def test_sft_trains_tiny_random_lora_and_resumes(tmp_path):
     assert json.loads((output / "sft_summary.json").read_text())["steps"] == 4
 
 
+def test_labelled_positions_head_matches_trl_loss_and_gradients(tmp_path):
+    from trl import SFTTrainer
+
+    # No LoRA dropout: both passes must see the same network.
+    trainer, _ = build_sft_trainer(tiny_config(tmp_path, per_device_train_batch_size=2, lora_dropout=0.0),
+                                   [make_trajectory(0), make_trajectory(1), make_trajectory(2)])  # fmt: skip
+    batch = trainer._prepare_inputs(next(iter(trainer.get_train_dataloader())))
+    trainer.model.train()
+    params = [p for p in trainer.model.parameters() if p.requires_grad]
+    results = []
+    for compute_loss in (trainer.compute_loss, lambda *a, **k: SFTTrainer.compute_loss(trainer, *a, **k)):
+        trainer.model.zero_grad()
+        loss = compute_loss(trainer.model, dict(batch), num_items_in_batch=None)
+        loss.backward()
+        results.append((loss.detach(), [p.grad.clone() for p in params]))
+    (ours, our_grads), (trl, trl_grads) = results
+    assert torch.allclose(ours, trl, rtol=1e-5) and ours > 0
+    assert all(torch.allclose(a, b, rtol=1e-3, atol=1e-6) for a, b in zip(our_grads, trl_grads, strict=True))
+    assert any(grad.abs().sum() > 0 for grad in our_grads)
+    metrics = trainer._metrics["train"]
+    assert metrics["entropy"][0] == pytest.approx(metrics["entropy"][1], rel=1e-4)
+    assert metrics["mean_token_accuracy"][0] == pytest.approx(metrics["mean_token_accuracy"][1])
+
+
 def test_full_fine_tuning_saves_a_model(tmp_path):
     summary = train_policy_sft(tiny_config(tmp_path, use_peft=False, max_steps=1, save_strategy="no"),
                                [make_trajectory(0), make_trajectory(1)])  # fmt: skip
@@ -143,3 +169,41 @@ def test_full_fine_tuning_saves_a_model(tmp_path):
 def test_resume_without_checkpoint_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="no checkpoint"):
         train_policy_sft(tiny_config(tmp_path, resume_from_checkpoint="last"), [make_trajectory(0)])
+
+
+def well_formed(response: str) -> bool:
+    """The response has an ``ACTION:`` line whose first line is one action of the grammar."""
+    from dynaweb_env.actions import ActionParseError, parse_action
+
+    match = re.search(r"ACTION\s*:\s*(.*)", response)
+    if not match or not match.group(1).strip():
+        return False
+    try:
+        parse_action(match.group(1).strip())
+    except ActionParseError:
+        return False
+    return True
+
+
+@pytest.mark.slow
+def test_sft_of_smollm2_teaches_the_action_format(tmp_path):
+    from dynaweb_env.llm.transformers_backend import TransformersBackend
+    from dynaweb_trainer.encoding import EpisodeEncoder, trajectory_observations
+    from dynaweb_trainer.policy import load_policy
+
+    held_out = load_expert_trajectories(None, "test")  # one unseen seed per task of the shipped data
+    params = SamplingParams(max_new_tokens=40, temperature=0)
+
+    def format_rate(backend) -> float:
+        encoder = EpisodeEncoder(backend.tokenizer, max_axtree_chars=4000)
+        prompts = [encoder.prompt_ids(trajectory_observations(t)[0]) for t in held_out]
+        return sum(well_formed(g.text) for g in backend.generate_from_ids(prompts, params)) / len(prompts)
+
+    before = format_rate(TransformersBackend("smollm2-135m"))
+    config = PolicySFTConfig(output_dir=str(tmp_path / "sft"), model_name_or_path="smollm2-135m", max_steps=12,
+                             learning_rate=1e-3, per_device_train_batch_size=1, save_strategy="no", seed=0)  # fmt: skip
+    summary = train_policy_sft(config)
+    assert summary["steps"] == 12 and summary["last_loss"] < summary["first_loss"]
+    after = format_rate(load_policy(str(tmp_path / "sft")).backend)
+    print(f"well-formed actions on held-out pages: {before:.2f} before SFT, {after:.2f} after")
+    assert after > before and after >= 0.75
