@@ -304,7 +304,7 @@ def test_check_env_on_the_default_registration():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         check_env(env.unwrapped, skip_render_check=True)
-    assert env.unwrapped._dynamics is None  # models are built lazily
+    assert not env.unwrapped.dynamics.models_loaded  # models are built lazily
 
 
 def _rollout(env, seed: int, actions: list[str]) -> list:
@@ -317,8 +317,9 @@ def _rollout(env, seed: int, actions: list[str]) -> list:
     return trace
 
 
-def test_same_seed_and_greedy_give_the_same_rollout_on_a_real_model(start_file):
-    kwargs = {"world_model": "tiny-random", "start_states": start_file, "world_model_temperature": 0.0}
+def test_same_seed_and_greedy_give_the_same_rollout_on_a_real_model():
+    # Shipped start states (the default), a real (tiny random) model, greedy world model.
+    kwargs = {"world_model": "tiny-random", "world_model_temperature": 0.0}
     kwargs |= {"max_new_tokens": 16, "judge_max_new_tokens": 8, "dream_length": 3}
     actions = ["click [13]", "type [5] [hello] [1]", "click [7]"]
     first = _rollout(gym.make("DreamWeb-v0", **kwargs), 11, actions)
@@ -330,11 +331,10 @@ def test_same_seed_and_greedy_give_the_same_rollout_on_a_real_model(start_file):
     assert first[-1][3] and final_info["end_reason"] == "dream_length"
 
 
-def test_sampled_world_model_is_seeded_from_the_env(start_file):
-    kwargs = {"world_model": "tiny-random", "start_states": start_file, "max_new_tokens": 12}
-    env = gym.make("DreamWeb-v0", **kwargs)
+def test_sampled_world_model_is_seeded_from_the_env():
+    env = gym.make("DreamWeb-v0", world_model="tiny-random", max_new_tokens=12)
     changes = []
     for seed in (4, 4, 5):
-        env.reset(seed=seed, options={"task": "miniwob.click-button"})
+        env.reset(seed=seed, options={"task": "miniwob.click-button", "task_seed": 0})
         changes.append(env.step("click [13]")[4]["changes"])
     assert changes[0] == changes[1] != changes[2]

@@ -8,7 +8,7 @@ envs cannot drift apart.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -83,15 +83,38 @@ class DreamDynamics:
     """Advances batches of dream episodes: the transition and reward logic of DreamWeb-v0.
 
     Args:
-        world_model: Predicts next pages.
-        judge: Scores finished dreams.
+        world_model: Predicts next pages; or a function building it, called on the first step that
+            needs a prediction (so steps with only malformed actions never load a model).
+        judge: Scores finished dreams; or a function building it, called on first use.
         dream_length: Most steps per dream (malformed actions count).
     """
 
-    def __init__(self, world_model: WebWorldModel, judge: TrajectoryJudge, dream_length: int):
-        self.world_model = world_model
-        self.judge = judge
+    def __init__(
+        self,
+        world_model: WebWorldModel | Callable[[], WebWorldModel],
+        judge: TrajectoryJudge | Callable[[], TrajectoryJudge],
+        dream_length: int,
+    ):
+        self._world_model = world_model
+        self._judge = judge
         self.dream_length = dream_length
+
+    @property
+    def world_model(self) -> WebWorldModel:
+        if not isinstance(self._world_model, WebWorldModel):
+            self._world_model = self._world_model()
+        return self._world_model
+
+    @property
+    def judge(self) -> TrajectoryJudge:
+        if not isinstance(self._judge, TrajectoryJudge):
+            self._judge = self._judge()
+        return self._judge
+
+    @property
+    def models_loaded(self) -> bool:
+        """Whether the world model or the judge has been built yet."""
+        return isinstance(self._world_model, WebWorldModel) or isinstance(self._judge, TrajectoryJudge)
 
     def step(
         self, episodes: Sequence[DreamEpisode], actions: Sequence[Any], seed: int | None = None
@@ -103,12 +126,12 @@ class DreamDynamics:
         """
         if len(episodes) != len(actions):
             raise ValueError(f"got {len(actions)} actions for {len(episodes)} episodes")
+        if any(episode.done for episode in episodes):
+            raise ValueError("step() called on a finished dream; reset it first")
         infos: list[dict[str, Any]] = []
         terminated = [False] * len(episodes)
         asks: list[int] = []
         for index, (episode, text) in enumerate(zip(episodes, actions, strict=True)):
-            if episode.done:
-                raise ValueError("step() called on a finished dream; reset it first")
             action, shown, reasoning, error = _read_action(text)
             episode.num_steps += 1
             episode.last_action, episode.last_action_error = shown, error
@@ -134,7 +157,8 @@ class DreamDynamics:
             )
             for i in asks
         ]
-        for index, prediction in zip(asks, self.world_model.predict(requests, seed=seed), strict=True):
+        predictions = self.world_model.predict(requests, seed=seed) if requests else []
+        for index, prediction in zip(asks, predictions, strict=True):
             episode = episodes[index]
             episode.url, episode.axtree = prediction.url, prediction.axtree
             episode.previous_action = episode.last_action
@@ -173,7 +197,8 @@ class DreamDynamics:
                 # Nothing was done in the dream, so nothing can have been accomplished: no judge call.
                 infos[index].update(judge_reasoning="the dream took no valid action", judge_error="")
         requests = [self._judge_request(episodes[index]) for index in to_judge]
-        for index, verdict in zip(to_judge, self.judge.judge(requests, seed=seed), strict=True):
+        verdicts = self.judge.judge(requests, seed=seed) if requests else []
+        for index, verdict in zip(to_judge, verdicts, strict=True):
             rewards[index] = verdict.reward
             infos[index].update(judge_reasoning=verdict.reasoning, judge_error=verdict.error or "")
         return rewards
@@ -212,23 +237,27 @@ def build_dynamics(
     judge_max_new_tokens: int,
     max_axtree_chars: int,
 ) -> DreamDynamics:
-    """Resolve model specs into a :class:`DreamDynamics` (loads models; called lazily by the envs)."""
-    from ..llm import make_backend  # deferred: importing backends pulls in torch
+    """A :class:`DreamDynamics` whose models are built from these specs on first use (cheap to call)."""
 
     def backend(spec: str | GenerationBackend) -> GenerationBackend:
+        from ..llm import make_backend  # deferred: importing backends pulls in torch
+
         return make_backend(spec) if isinstance(spec, str) else spec
 
-    if isinstance(world_model, WebWorldModel):
-        wm = world_model
-    else:
+    def make_world_model() -> WebWorldModel:
+        if isinstance(world_model, WebWorldModel):
+            return world_model
         sampling = SamplingParams(temperature=world_model_temperature, top_p=0.9, max_new_tokens=max_new_tokens)
-        wm = WebWorldModel(backend(world_model), sampling=sampling, max_axtree_chars=max_axtree_chars)
-    if isinstance(judge, TrajectoryJudge):
-        trajectory_judge = judge
-    else:
-        judge_sampling = SamplingParams(temperature=0.0, max_new_tokens=judge_max_new_tokens)
-        trajectory_judge = TrajectoryJudge(wm.backend if judge is None else backend(judge), sampling=judge_sampling)
-    return DreamDynamics(wm, trajectory_judge, dream_length)
+        return WebWorldModel(backend(world_model), sampling=sampling, max_axtree_chars=max_axtree_chars)
+
+    def make_judge() -> TrajectoryJudge:
+        if isinstance(judge, TrajectoryJudge):
+            return judge
+        sampling = SamplingParams(temperature=0.0, max_new_tokens=judge_max_new_tokens)
+        return TrajectoryJudge(dynamics.world_model.backend if judge is None else backend(judge), sampling=sampling)
+
+    dynamics = DreamDynamics(make_world_model, make_judge, dream_length)
+    return dynamics
 
 
 def load_task_start_states(start_states: str | None, tasks: Sequence[str] | None, include_intermediate: bool):
@@ -370,19 +399,12 @@ class DreamWebEnv(gym.Env[dict[str, str], str]):
         self.render_mode = render_mode
         self.dream_length = dream_length
         self.start_states = load_task_start_states(start_states, tasks, include_intermediate)
-        self._model_args = (
+        #: The world model and judge, loaded on the first step that needs one (``gym.make`` stays cheap).
+        self.dynamics = build_dynamics(
             world_model, judge, dream_length, world_model_temperature, max_new_tokens, judge_max_new_tokens,
             max_axtree_chars,
         )  # fmt: skip
-        self._dynamics: DreamDynamics | None = None
         self._episode: DreamEpisode | None = None
-
-    @property
-    def dynamics(self) -> DreamDynamics:
-        """The world model and judge (built on first use)."""
-        if self._dynamics is None:
-            self._dynamics = build_dynamics(*self._model_args)
-        return self._dynamics
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)

@@ -21,7 +21,6 @@ from ..spaces import web_action_space, web_observation_space
 from ..world_model.judge import DEFAULT_JUDGE_MAX_NEW_TOKENS, TrajectoryJudge
 from ..world_model.model import DEFAULT_MAX_AXTREE_CHARS, DEFAULT_MAX_NEW_TOKENS, WebWorldModel
 from .dream import (
-    DreamDynamics,
     DreamEpisode,
     build_dynamics,
     choose_start_state,
@@ -100,22 +99,15 @@ class DreamWebVectorEnv(VectorEnv):
         self.action_space = batch_space(self.single_action_space, num_envs)
         self.dream_length = dream_length
         self.start_states = load_task_start_states(start_states, tasks, include_intermediate)
-        self._model_args = (
+        #: The world model and judge, loaded on the first step that needs one (``make_vec`` stays cheap).
+        self.dynamics = build_dynamics(
             world_model, judge, dream_length, world_model_temperature, max_new_tokens, judge_max_new_tokens,
             max_axtree_chars,
         )  # fmt: skip
-        self._dynamics: DreamDynamics | None = None
         self._episodes: list[DreamEpisode | None] = [None] * num_envs
         self._env_rngs: list[np.random.Generator | None] = [None] * num_envs
         self._autoreset = np.zeros(num_envs, dtype=np.bool_)
         self._observations = create_empty_array(self.single_observation_space, num_envs)
-
-    @property
-    def dynamics(self) -> DreamDynamics:
-        """The world model and judge (built on first use)."""
-        if self._dynamics is None:
-            self._dynamics = build_dynamics(*self._model_args)
-        return self._dynamics
 
     def reset(
         self, *, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None
