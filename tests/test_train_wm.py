@@ -140,7 +140,8 @@ def test_train_saves_a_loadable_adapter_and_resumes(tmp_path):
     write_trajectories(data, [login_trajectory(f"t{i}") for i in range(3)] + [login_trajectory("v", split="val")])
     out = tmp_path / "wm"
     common = ["--model_name_or_path", "tiny-random", "--dataset_path", str(data), "--output_dir", str(out)]
-    common += ["--per_device_train_batch_size", "2", "--save_steps", "1", "--learning_rate", "5e-3"]
+    common += ["--per_device_train_batch_size", "2", "--gradient_accumulation_steps", "1", "--save_steps", "1"]
+    common += ["--learning_rate", "5e-3"]
 
     summary = main([*common, "--max_steps", "2"])
     assert summary["steps"] == 2 and summary["data"]["examples"] == 6  # the val trajectory is left out
@@ -172,3 +173,15 @@ def test_trainer_dataset_keeps_the_mask_after_trl_preparation(tmp_path):
         _, target = world_model_example(login_trajectory("a"), index)
         trained = [token for token in row["labels"] if token != IGNORE_INDEX]
         assert tokenizer.decode(trained) == target + tokenizer.eos_token
+
+
+def test_default_data_is_the_shipped_train_split(tokenizer):
+    from dynaweb_trainer.world_model_sft import load_trajectories
+
+    trajectories = load_trajectories()
+    assert trajectories and {t.metadata["split"] for t in trajectories} == {"train"}
+    data = build_world_model_dataset(tokenizer, trajectories, WorldModelSFTConfig(output_dir="/tmp/unused"))
+    assert data.stats["examples"] == sum(len(t.steps) - 1 for t in trajectories)
+    # Every shipped episode was ended by MiniWoB++ itself, so each one's last transition is terminal.
+    assert data.stats["terminal"] == len(trajectories)
+    assert data.stats.get("truncated", 0) == 0 and data.stats["max_example_tokens"] <= 3072
