@@ -26,6 +26,7 @@ import os
 import shutil
 import signal
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -286,7 +287,10 @@ def kill_process_tree(pid: int | None) -> None:
             process.send_signal(signal.SIGKILL)
         except psutil.Error:
             pass
-    psutil.wait_procs(processes, timeout=5)
+    # Wait until each is gone or a zombie: orphans are reparented to an init that may never reap them.
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(_process_alive(process.pid) for process in processes):
+        time.sleep(0.05)
 
 
 def live_chromium_pids(root_pid: int | None = None) -> list[int]:

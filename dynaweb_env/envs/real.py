@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import importlib
 import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
@@ -102,7 +105,7 @@ class RealWebEnv(gym.Env[dict, str]):
     ```python
     gym.make("RealWeb-v0", task="miniwob.click-button", tasks=None, max_steps=10,
              allowed_domains=None, headless=True, action_timeout_ms=None, step_timeout_s=60.0,
-             pre_observation_delay=0.5, render_mode=None)
+             reset_timeout_s=120.0, pre_observation_delay=0.5, render_mode=None)
     ```
 
     * ``task``: a BrowserGym task id (``miniwob.<name>``; ``webarena.<n>`` etc. once that benchmark
@@ -116,6 +119,8 @@ class RealWebEnv(gym.Env[dict, str]):
     * ``action_timeout_ms``: Playwright timeout per operation (default: the task's, 5 s for MiniWoB++).
     * ``step_timeout_s``: a step taking longer is treated as a hung browser: it is killed and the
       step truncated.
+    * ``reset_timeout_s``: the same for a reset (which then retries once on a new browser, and
+      raises if that fails too).
     * ``pre_observation_delay``: seconds to let the page settle after an action (BrowserGym's).
     * ``render_mode``: ``"ansi"`` makes ``render()`` return the observation as the policy sees it.
 
@@ -139,6 +144,7 @@ class RealWebEnv(gym.Env[dict, str]):
         headless: bool = True,
         action_timeout_ms: int | None = None,
         step_timeout_s: float = 60.0,
+        reset_timeout_s: float = 120.0,
         pre_observation_delay: float = 0.5,
         render_mode: str | None = None,
     ):
@@ -156,8 +162,8 @@ class RealWebEnv(gym.Env[dict, str]):
             raise ValueError(f"allowed_domains must be a list of non-empty strings, got {allowed_domains!r}")
         if action_timeout_ms is not None and action_timeout_ms <= 0:
             raise ValueError(f"action_timeout_ms must be positive, got {action_timeout_ms}")
-        if step_timeout_s <= 0:
-            raise ValueError(f"step_timeout_s must be positive, got {step_timeout_s}")
+        if step_timeout_s <= 0 or reset_timeout_s <= 0:
+            raise ValueError(f"timeouts must be positive, got {step_timeout_s=} and {reset_timeout_s=}")
         if pre_observation_delay < 0:
             raise ValueError(f"pre_observation_delay must be >= 0, got {pre_observation_delay}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
@@ -170,6 +176,7 @@ class RealWebEnv(gym.Env[dict, str]):
         self.headless = headless
         self.action_timeout_ms = action_timeout_ms
         self.step_timeout_s = step_timeout_s
+        self.reset_timeout_s = reset_timeout_s
         self.pre_observation_delay = pre_observation_delay
         self.render_mode = render_mode
         self.observation_space = web_observation_space()
@@ -241,24 +248,22 @@ class RealWebEnv(gym.Env[dict, str]):
         except ActionParseError as error:
             return self._refuse(extracted[:200], f"invalid action: {error}", truncated_by_limit)
 
-        refusal = self._check_navigation(parsed)
-        if refusal:
-            return self._refuse(last_action, refusal, truncated_by_limit)
-
         self._refused_navigations.clear()
         try:
-            browser_obs, reward, done, _, browser_info = self._run_with_watchdog(self._to_browsergym(parsed))
+            outcome = self._run_with_watchdog(lambda: self._execute(parsed), self.step_timeout_s)
         except Exception as error:  # noqa: BLE001 - any browser failure ends the episode, never the caller
             self._broken = True
             message = f"browser failure: {type(error).__name__}: {_first_line(str(error))}"
             observation = {**self._observation, "last_action": last_action, "last_action_error": message}
             self._observation = observation
             return observation, 0.0, False, True, self._info({}, error=message)
+        if isinstance(outcome, str):  # refused before it reached the page
+            return self._refuse(last_action, outcome, truncated_by_limit)
 
+        browser_obs, reward, done, _, browser_info = outcome
         error = _shorten(browser_obs.get("last_action_error", ""))
         if self._refused_navigations:
             error = self._refusal_message(self._refused_navigations[0])
-            browser_obs = self._restore_allowed_page(browser_obs)
         self._observation = self._to_observation(browser_obs, last_action=last_action, last_action_error=error)
         terminated = bool(done) or parsed.is_stop
         reward = float(np.clip(float(reward or 0.0), 0.0, 1.0))
@@ -287,8 +292,13 @@ class RealWebEnv(gym.Env[dict, str]):
     # ------------------------------------------------------------------ browser management
 
     @property
+    def page(self) -> Any:
+        """The active Playwright page (``None`` before the first reset), for debugging and tests."""
+        return self._browser_env.page if self._browser_env is not None else None
+
+    @property
     def browser_pids(self) -> list[int]:
-        """Pids of the main processes of this env's browsers (the task page's and BrowserGym's chat)."""
+        """Pids of the main processes of this env's browsers (the task's; with ``headless=False`` also the chat's)."""
         env = self._browser_env
         if env is None:
             return []
@@ -307,16 +317,33 @@ class RealWebEnv(gym.Env[dict, str]):
                 pre_observation_delay=self.pre_observation_delay,
             )
             self._browser_env_task = self._task_id
-        browser_obs, browser_info = self._run_with_watchdog(None)
+        result = self._run_with_watchdog(self._reset_browser_env, self.reset_timeout_s)
         self._broken = False
+        return result
+
+    def _reset_browser_env(self) -> tuple[dict, dict]:
+        # Headless, nobody watches BrowserGym's chat window, a second Chromium started at every reset
+        # (about a third of a reset's time and memory here): keep its messages in memory instead.
+        with _chat_class(InMemoryChat if self.headless else None):
+            browser_obs, browser_info = self._browser_env.reset(seed=self._task_seed)
         self._domains = self.allowed_domains
         if self._domains is None:
             self._domains = _default_domains(browser_obs["url"])
         self._browser_env.context.route("**/*", self._guard_request)
         return browser_obs, browser_info
 
-    def _run_with_watchdog(self, browsergym_action: str | None) -> tuple:
-        """Reset (``None``) or step BrowserGym; kill the browsers if that hangs past ``step_timeout_s``."""
+    def _execute(self, action: Action) -> tuple | str:
+        """BrowserGym's step result for ``action``, or why it was refused before it ran."""
+        refusal = self._check_navigation(action)
+        if refusal:
+            return refusal
+        browser_obs, reward, done, truncated, browser_info = self._browser_env.step(self._to_browsergym(action))
+        if self._refused_navigations:
+            browser_obs = self._restore_allowed_page(browser_obs)
+        return browser_obs, reward, done, truncated, browser_info
+
+    def _run_with_watchdog(self, work: Callable[[], Any], limit: float) -> Any:
+        """``work()``, killing the browsers if it takes longer than ``limit`` seconds (a hung browser)."""
         pids = self.browser_pids
         timed_out = threading.Event()
 
@@ -325,16 +352,14 @@ class RealWebEnv(gym.Env[dict, str]):
             for pid in pids or self.browser_pids:
                 kill_process_tree(pid)
 
-        watchdog = threading.Timer(self.step_timeout_s, kill)
+        watchdog = threading.Timer(limit, kill)
         watchdog.daemon = True
         watchdog.start()
         try:
-            if browsergym_action is None:
-                return self._browser_env.reset(seed=self._task_seed)
-            return self._browser_env.step(browsergym_action)
+            return work()
         except Exception as error:
             if timed_out.is_set():
-                raise TimeoutError(f"no answer from the browser within {self.step_timeout_s:g} s") from error
+                raise TimeoutError(f"no answer from the browser within {limit:g} s") from error
             raise
         finally:
             watchdog.cancel()
@@ -461,6 +486,45 @@ class RealWebEnv(gym.Env[dict, str]):
 # ---------------------------------------------------------------------- helpers
 
 
+class InMemoryChat:
+    """BrowserGym's ``Chat`` without its browser window: the messages exchanged with the task.
+
+    Tasks read these messages to validate answers (``stop [answer]`` is sent as an assistant
+    message), so they are kept exactly as BrowserGym's chat keeps them.
+    """
+
+    ROLES = ("user", "user_image", "assistant", "info", "infeasible")
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        self.messages: list[dict[str, Any]] = []
+
+    def add_message(self, role: str, msg: str) -> None:
+        if role not in self.ROLES:
+            raise ValueError(f"Invalid role: {role}")
+        if role != "info":
+            self.messages.append({"role": role, "timestamp": time.time(), "message": msg})
+
+    def wait_for_user_message(self) -> None:
+        raise RuntimeError("waiting for a user message needs BrowserGym's chat window: use headless=False")
+
+    def close(self) -> None:
+        pass
+
+
+@contextmanager
+def _chat_class(chat_class: type | None) -> Iterator[None]:
+    """Make BrowserGym's env module build ``chat_class`` chats for the duration (``None``: its own)."""
+    import browsergym.core.env as browsergym_env
+
+    original = browsergym_env.Chat
+    if chat_class is not None:
+        browsergym_env.Chat = chat_class
+    try:
+        yield
+    finally:
+        browsergym_env.Chat = original
+
+
 def check_task_id(task_id: str) -> None:
     """Raise ``ValueError`` unless ``task_id`` names a registered BrowserGym task (importing its benchmark)."""
     if not isinstance(task_id, str) or "." not in task_id:
@@ -534,4 +598,4 @@ def _shorten(error: str) -> str:
     return error if len(error) <= MAX_ERROR_LENGTH else error[: MAX_ERROR_LENGTH - 3] + "..."
 
 
-__all__ = ["RealWebEnv", "check_task_id", "normalize_key_combination", "url_in_domains"]
+__all__ = ["InMemoryChat", "RealWebEnv", "check_task_id", "normalize_key_combination", "url_in_domains"]
