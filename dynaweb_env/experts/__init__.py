@@ -14,7 +14,7 @@ Example:
     'click [13]'
 """
 
-from . import miniwob  # noqa: F401  (registers the MiniWoB++ experts)
+from . import miniwob, miniwob_multistep  # noqa: F401  (register the MiniWoB++ experts)
 from .base import (
     EXPERTS,
     AxNode,
