@@ -22,6 +22,7 @@ from dynaweb_env.data.start_states import (
 )
 from dynaweb_env.envs.dream import DreamWebEnv
 from dynaweb_env.llm.base import Generation
+from dynaweb_env.observation import axtree_element_ids
 from dynaweb_env.spaces import web_action_space, web_observation_space
 from dynaweb_env.world_model import format_world_model_target
 from dynaweb_env.world_model.judge import JUDGE_SYSTEM_PROMPT
@@ -71,7 +72,7 @@ def start_file(tmp_path):
 class ScriptedBackend:
     """Plays world model and judge from the conversation; counts calls. For unit tests of env logic.
 
-    World model: ``click [14]`` ends the episode, ``click [99]`` yields a malformed output, any other
+    World model: ``click [14]`` ends the episode, ``hover [14]`` yields a malformed output, any other
     action marks the clicked/typed element as focused. Judge: SUCCESS iff the answer is ``ONE``.
     """
 
@@ -92,7 +93,7 @@ class ScriptedBackend:
             verdict = "SUCCESS" if "AGENT ANSWER: ONE" in user else "FAILURE"
             return f"REASONING: checked the answer.\nVERDICT: {verdict}"
         action = user.rsplit("CURRENT ACTION: ", 1)[1]
-        if action == "click [99]":
+        if action == "hover [14]":
             return "I am not sure what happens."
         tree = user.split("CURRENT ACCESSIBILITY TREE:\n", 1)[1].split("\nPREVIOUS ACTION:", 1)[0]
         element = re.search(r"\[(\d+)\]", action).group(1)
@@ -197,16 +198,28 @@ def test_stop_is_judged_and_terminates(start_file):
         env.step("click [13]")
 
 
-@pytest.mark.parametrize(
-    "action", ["", "clik [13]", "click 13", "type [5]", "scroll [left]", "REASON: hmm\nACTION: jump [3]", "x" * 5000]
-)
+MALFORMED_ACTIONS = [
+    "",
+    "clik [13]",
+    "click 13",
+    "type [13]",
+    "scroll [left]",
+    "REASON: hmm\nACTION: jump [3]",
+    "x" * 5000,
+]
+
+
+@pytest.mark.parametrize("action", [*MALFORMED_ACTIONS, "click [99]", "REASON: r\nACTION: type [99] [a] [0]"])
 def test_malformed_action_costs_a_step_without_a_model_call(start_file, action):
     backend = ScriptedBackend()
     env = make_env(start_file, backend, dream_length=2)
-    before, _ = env.reset(seed=1)
+    before, _ = env.reset(seed=1, options={"task": "miniwob.click-button"})
     observation, reward, terminated, truncated, info = env.step(action)
     assert observation["axtree"] == before["axtree"] and observation["url"] == before["url"]
-    assert observation["last_action_error"] and env.observation_space.contains(observation)
+    assert env.observation_space.contains(observation) and len(observation["last_action"]) <= 200
+    # Worded as RealWeb-v0 words it: a parse error, or BrowserGym's missing-element message.
+    expected = 'Could not find element with bid "99"' if "[99]" in action else "invalid action: "
+    assert expected in observation["last_action_error"]
     assert (reward, terminated, truncated) == (0.0, False, False) and backend.calls == []
     observation, reward, terminated, truncated, info = env.step(action)
     # Truncated at dream_length; no valid action was taken, so no judge call and reward 0.
@@ -235,13 +248,13 @@ def test_truncation_is_judged_and_malformed_world_model_output_keeps_the_page(st
     backend = ScriptedBackend()
     env = make_env(start_file, backend, dream_length=2)
     before, _ = env.reset(seed=0, options={"task": "miniwob.click-button"})
-    observation, _, _, _, info = env.step("click [99]")
+    observation, _, _, _, info = env.step("hover [14]")
     assert observation["axtree"] == before["axtree"] and "missing sections" in info["world_model_error"]
     _, reward, terminated, truncated, info = env.step("click [13]")
     assert (reward, terminated, truncated) == (0.0, False, True) and info["end_reason"] == "dream_length"
     assert backend.calls == [("world_model", 1), ("world_model", 1), ("judge", 1)]
     # The world model sees the previous action.
-    assert "PREVIOUS ACTION: click [99]\nCURRENT ACTION: click [13]" in backend.conversations[1][1]["content"]
+    assert "PREVIOUS ACTION: hover [14]\nCURRENT ACTION: click [13]" in backend.conversations[1][1]["content"]
 
 
 def test_intermediate_start_state_shows_and_judges_the_recorded_history(start_file):
@@ -307,10 +320,12 @@ def test_check_env_on_the_default_registration():
     assert not env.unwrapped.dynamics.models_loaded  # models are built lazily
 
 
-def _rollout(env, seed: int, actions: list[str]) -> list:
+def _rollout(env, seed: int, steps: int) -> list:
+    """Click the elements of the page in turn (valid actions, so every step asks the world model)."""
     trace = [env.reset(seed=seed)]
-    for action in actions:
-        observation, reward, terminated, truncated, info = env.step(action)
+    for step in range(steps):
+        element_ids = axtree_element_ids(trace[-1][0]["axtree"])
+        observation, reward, terminated, truncated, info = env.step(f"click [{element_ids[step % len(element_ids)]}]")
         trace.append((observation, reward, terminated, truncated, info))
         if terminated or truncated:
             break
@@ -321,13 +336,13 @@ def test_same_seed_and_greedy_give_the_same_rollout_on_a_real_model():
     # Shipped start states (the default), a real (tiny random) model, greedy world model.
     kwargs = {"world_model": "tiny-random", "world_model_temperature": 0.0}
     kwargs |= {"max_new_tokens": 16, "judge_max_new_tokens": 8, "dream_length": 3}
-    actions = ["click [13]", "type [5] [hello] [1]", "click [7]"]
-    first = _rollout(gym.make("DreamWeb-v0", **kwargs), 11, actions)
-    second = _rollout(gym.make("DreamWeb-v0", **kwargs), 11, actions)
+    first = _rollout(gym.make("DreamWeb-v0", **kwargs), 11, 3)
+    second = _rollout(gym.make("DreamWeb-v0", **kwargs), 11, 3)
     assert first == second and len(first) == 4
     final_info = first[-1][4]
     # The random model produces no usable tree or verdict: both are reported, the dream goes on.
-    assert first[1][4]["world_model_error"] and final_info["judge_error"] and first[-1][1] == 0.0
+    assert all(step[4]["world_model_error"] for step in first[1:]) and final_info["judge_error"]
+    assert first[-1][1] == 0.0
     assert first[-1][3] and final_info["end_reason"] == "dream_length"
 
 

@@ -19,7 +19,7 @@ import numpy as np
 from ..actions import Action, ActionParseError, extract_action, extract_reasoning, format_action, parse_action
 from ..data.start_states import StartState, load_start_states, sample_start_state
 from ..llm.base import GenerationBackend, SamplingParams
-from ..observation import make_observation, render_observation
+from ..observation import axtree_element_ids, make_observation, render_observation
 from ..spaces import web_action_space, web_observation_space
 from ..world_model.judge import DEFAULT_JUDGE_MAX_NEW_TOKENS, JudgeRequest, JudgeStep, TrajectoryJudge
 from ..world_model.model import DEFAULT_MAX_AXTREE_CHARS, DEFAULT_MAX_NEW_TOKENS, WebWorldModel, WorldModelRequest
@@ -61,22 +61,34 @@ class DreamEpisode:
         }
 
 
-def _read_action(text: Any) -> tuple[Action | None, str, str, str]:
-    """``(action or None, action string to show, reasoning, error)`` for a bare action or a policy response."""
+# Errors read as RealWeb-v0 reports them, so that a policy cannot tell a dream by its error messages.
+_INVALID_ACTION = "invalid action: {}"
+_MISSING_ELEMENT = 'ValueError: Could not find element with bid "{}"'  # BrowserGym's message
+
+
+def _read_action(text: Any, axtree: str) -> tuple[Action | None, str, str, str]:
+    """``(action or None, action string to show, reasoning, error)`` for a bare action or a policy response.
+
+    An element action whose id is not in the current tree is refused here, as the browser would
+    refuse it, so the world model is never asked to imagine the effect of clicking nothing.
+    """
     if not isinstance(text, str):
-        return None, "", "", f"action must be a string, got {type(text).__name__}"
+        return None, "", "", _INVALID_ACTION.format(f"action must be a string, got {type(text).__name__}")
     try:
-        action = parse_action(text)
-        return action, format_action(action), "", ""
+        action, reasoning = parse_action(text), ""
     except ActionParseError as direct_error:
         extracted = extract_action(text)
         if extracted == text.strip():
-            return None, extracted[:1000], "", str(direct_error)
+            return None, extracted[:200], "", _INVALID_ACTION.format(direct_error)
+        reasoning = extract_reasoning(text)
         try:
             action = parse_action(extracted)
         except ActionParseError as error:
-            return None, extracted[:1000], extract_reasoning(text), str(error)
-        return action, format_action(action), extract_reasoning(text), ""
+            return None, extracted[:200], reasoning, _INVALID_ACTION.format(error)
+    shown = format_action(action)
+    if action.element_id is not None and action.element_id not in axtree_element_ids(axtree):
+        return None, shown, reasoning, _MISSING_ELEMENT.format(action.element_id)
+    return action, shown, reasoning, ""
 
 
 class DreamDynamics:
@@ -132,7 +144,7 @@ class DreamDynamics:
         terminated = [False] * len(episodes)
         asks: list[int] = []
         for index, (episode, text) in enumerate(zip(episodes, actions, strict=True)):
-            action, shown, reasoning, error = _read_action(text)
+            action, shown, reasoning, error = _read_action(text, episode.axtree)
             episode.num_steps += 1
             episode.last_action, episode.last_action_error = shown, error
             infos.append(
@@ -320,8 +332,9 @@ class DreamWebEnv(gym.Env[dict[str, str], str]):
 
     ``web_action_space()``: one string in the paper's grammar (:mod:`dynaweb_env.actions`), e.g.
     ``click [13]`` or ``stop [42]``, or a whole policy response (``REASON: ... ACTION: ...``) from
-    which the action is extracted. A malformed action costs a step, leaves the page unchanged, sets
-    ``last_action_error`` and makes no model call.
+    which the action is extracted. A malformed action, or one on an element id that is not in the
+    current tree, costs a step, leaves the page unchanged, sets ``last_action_error`` (worded as
+    RealWeb-v0 words it) and makes no model call.
 
     ## Observation Space
 
