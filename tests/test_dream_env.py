@@ -290,6 +290,10 @@ def test_tasks_filter_and_bad_arguments(start_file):
         ({"max_new_tokens": 0}, "max_new_tokens"),
         ({"world_model_temperature": -1.0}, "temperature"),
         ({"render_mode": "human"}, "render_mode"),
+        ({"max_axtree_chars": -5}, "max_axtree_chars"),
+        ({"backend": "no-such-model"}, "neither an embedded model"),
+        ({"backend": 42}, "expected a backend spec"),
+        ({"judge": "openai:m"}, "openai spec"),
     ):
         with pytest.raises(ValueError, match=message):
             make_env(start_file, **kwargs)

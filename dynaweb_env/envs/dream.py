@@ -228,7 +228,7 @@ class DreamDynamics:
 
 
 def validate_dream_kwargs(
-    dream_length: int, max_new_tokens: int, judge_max_new_tokens: int, temperature: float
+    dream_length: int, max_new_tokens: int, judge_max_new_tokens: int, temperature: float, max_axtree_chars: int
 ) -> None:
     """Raise ``ValueError`` for out-of-range constructor arguments (shared by both dream envs)."""
     if isinstance(dream_length, bool) or not isinstance(dream_length, int) or dream_length < 1:
@@ -238,23 +238,39 @@ def validate_dream_kwargs(
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
     if not isinstance(temperature, (int, float)) or temperature < 0:
         raise ValueError(f"world_model_temperature must be >= 0, got {temperature!r}")
+    if isinstance(max_axtree_chars, bool) or not isinstance(max_axtree_chars, int) or max_axtree_chars < 0:
+        raise ValueError(f"max_axtree_chars must be a non-negative integer (0: no limit), got {max_axtree_chars!r}")
 
 
 def build_dynamics(
-    world_model: str | GenerationBackend | WebWorldModel,
-    judge: str | GenerationBackend | TrajectoryJudge | None,
+    world_model: str | dict | GenerationBackend | WebWorldModel,
+    judge: str | dict | GenerationBackend | TrajectoryJudge | None,
     dream_length: int,
     world_model_temperature: float,
     max_new_tokens: int,
     judge_max_new_tokens: int,
     max_axtree_chars: int,
 ) -> DreamDynamics:
-    """A :class:`DreamDynamics` whose models are built from these specs on first use (cheap to call)."""
+    """A :class:`DreamDynamics` whose models are built from these specs on first use (cheap to call).
 
-    def backend(spec: str | GenerationBackend) -> GenerationBackend:
+    Spec strings and dicts are checked now (``ValueError`` for a malformed one), not at the first step.
+    """
+    from ..llm import parse_backend_spec  # light: no torch until a backend is built
+
+    for spec in (world_model, judge):
+        if isinstance(spec, (str, dict)):
+            parse_backend_spec(spec)
+        elif (
+            spec is not None
+            and not callable(getattr(spec, "generate", None))
+            and not isinstance(spec, (WebWorldModel, TrajectoryJudge))
+        ):
+            raise ValueError(f"expected a backend spec, a backend or a model object, got {type(spec).__name__}")
+
+    def backend(spec: str | dict | GenerationBackend) -> GenerationBackend:
         from ..llm import make_backend  # deferred: importing backends pulls in torch
 
-        return make_backend(spec) if isinstance(spec, str) else spec
+        return make_backend(spec) if isinstance(spec, (str, dict)) else spec
 
     def make_world_model() -> WebWorldModel:
         if isinstance(world_model, WebWorldModel):
@@ -367,8 +383,9 @@ class DreamWebEnv(gym.Env[dict[str, str], str]):
 
     ## Arguments
 
-    - ``world_model``: backend spec for :func:`dynaweb_env.llm.make_backend` (default
-      ``"smollm2-135m"``, the embedded model), a backend, or a ready ``WebWorldModel``.
+    - ``world_model``: backend spec (string or dict) for :func:`dynaweb_env.llm.make_backend`
+      (default ``"smollm2-135m"``, the embedded model), a backend, or a ready ``WebWorldModel``
+      (whose own sampling then applies instead of the arguments below).
     - ``judge``: backend spec, backend or ``TrajectoryJudge``; ``None`` uses the world model's backend.
     - ``start_states``: a trajectory JSONL file or directory; ``None`` for the shipped MiniWoB++ set.
     - ``tasks``: keep only these task ids.
@@ -392,8 +409,8 @@ class DreamWebEnv(gym.Env[dict[str, str], str]):
 
     def __init__(
         self,
-        world_model: str | GenerationBackend | WebWorldModel = "smollm2-135m",
-        judge: str | GenerationBackend | TrajectoryJudge | None = None,
+        world_model: str | dict | GenerationBackend | WebWorldModel = "smollm2-135m",
+        judge: str | dict | GenerationBackend | TrajectoryJudge | None = None,
         start_states: str | None = None,
         tasks: list[str] | None = None,
         dream_length: int = 5,
@@ -404,7 +421,9 @@ class DreamWebEnv(gym.Env[dict[str, str], str]):
         max_axtree_chars: int = DEFAULT_MAX_AXTREE_CHARS,
         render_mode: str | None = None,
     ):
-        validate_dream_kwargs(dream_length, max_new_tokens, judge_max_new_tokens, world_model_temperature)
+        validate_dream_kwargs(
+            dream_length, max_new_tokens, judge_max_new_tokens, world_model_temperature, max_axtree_chars
+        )
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}, got {render_mode!r}")
         self.observation_space = web_observation_space()

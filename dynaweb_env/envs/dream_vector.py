@@ -64,8 +64,8 @@ class DreamWebVectorEnv(VectorEnv):
     def __init__(
         self,
         num_envs: int = 1,
-        world_model: str | GenerationBackend | WebWorldModel = "smollm2-135m",
-        judge: str | GenerationBackend | TrajectoryJudge | None = None,
+        world_model: str | dict | GenerationBackend | WebWorldModel = "smollm2-135m",
+        judge: str | dict | GenerationBackend | TrajectoryJudge | None = None,
         start_states: str | None = None,
         tasks: list[str] | None = None,
         dream_length: int = 5,
@@ -79,7 +79,9 @@ class DreamWebVectorEnv(VectorEnv):
     ):
         if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
             raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
-        validate_dream_kwargs(dream_length, max_new_tokens, judge_max_new_tokens, world_model_temperature)
+        validate_dream_kwargs(
+            dream_length, max_new_tokens, judge_max_new_tokens, world_model_temperature, max_axtree_chars
+        )
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}, got {render_mode!r}")
         try:
