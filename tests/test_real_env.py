@@ -128,6 +128,19 @@ def test_same_task_seed_gives_same_page(real_web_env: gym.Env) -> None:
 
 
 @pytest.mark.browser
+def test_tasks_are_sampled_with_the_env_seed(real_web_env: gym.Env) -> None:
+    env = real_web_env.unwrapped
+    env.tasks = ["miniwob.focus-text", "miniwob.click-dialog"]  # read at reset, like the constructor argument
+    try:
+        _, first = real_web_env.reset(seed=7)
+        _, again = real_web_env.reset(seed=7)
+        assert first["task_id"] in env.tasks and first["task_id"] == again["task_id"]
+        assert first["task_seed"] == again["task_seed"]
+    finally:
+        env.tasks = None
+
+
+@pytest.mark.browser
 def test_clicking_the_right_button_gives_reward_one(real_web_env: gym.Env) -> None:
     observation, _ = real_web_env.reset(options={"task": "miniwob.click-button", "task_seed": 5})
     _, action = get_expert("miniwob.click-button").act(observation)

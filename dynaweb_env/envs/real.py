@@ -215,6 +215,7 @@ class RealWebEnv(gym.Env[dict, str]):
         if isinstance(task_seed, (bool, float)) or not isinstance(task_seed, (int, np.integer)) or task_seed < 0:
             raise ValueError(f"options['task_seed'] must be a non-negative integer, got {task_seed!r}")
         self._task_id, self._task_seed = task_id, int(task_seed)
+        self._observation = None  # a reset that raises leaves no episode to step in
 
         try:
             browser_obs, browser_info = self._open_task()
