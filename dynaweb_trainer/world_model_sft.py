@@ -18,7 +18,8 @@ structural diff); transitions not labelled yet get the structural diff on the fl
 (``label_missing="diff"``). Both trees are cut by :func:`~dynaweb_env.observation.truncate_axtree`
 to ``max_axtree_chars``; sequences longer than ``max_length`` tokens are cut (counted in the summary)
 and those whose prompt alone fills ``max_length`` are dropped. Training is TRL's
-:class:`~trl.SFTTrainer` on the pre-tokenized examples, with a LoRA adapter (peft) by default.
+:class:`~trl.SFTTrainer` on the pre-tokenized examples (through the policy SFT's subclass that scores the
+LM head only on labelled positions on CPU), with a LoRA adapter (peft) by default.
 
 Command line::
 
@@ -46,7 +47,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from trl import SFTConfig, SFTTrainer, TrlParser
+from trl import SFTConfig, TrlParser
 
 from dynaweb_env.data.io import read_trajectories
 from dynaweb_env.data.labels import structural_diff, transition_reasoning
@@ -54,6 +55,8 @@ from dynaweb_env.data.schema import Trajectory
 from dynaweb_env.observation import truncate_axtree
 from dynaweb_env.world_model.model import DEFAULT_MAX_AXTREE_CHARS
 from dynaweb_env.world_model.prompts import TREE_HEADER, build_world_model_messages, format_world_model_target
+
+from .sft import PolicySFTTrainer as LabelledHeadSFTTrainer
 
 #: Real trajectories shipped with the package (scripted experts on MiniWoB++ tasks).
 BUILTIN_TRAJECTORIES = Path(str(files("dynaweb_env.data") / "builtin" / "miniwob_small.jsonl"))
@@ -407,7 +410,7 @@ def resolve_checkpoint(config: WorldModelSFTConfig) -> str | None:
 
 def build_world_model_trainer(
     config: WorldModelSFTConfig, trajectories: Sequence[Trajectory] | None = None
-) -> tuple[SFTTrainer, dict[str, Any]]:
+) -> tuple[LabelledHeadSFTTrainer, dict[str, Any]]:
     """Load data, tokenizer and model and build the ``SFTTrainer`` (nothing trained yet).
 
     Args:
@@ -429,7 +432,9 @@ def build_world_model_trainer(
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     data = build_world_model_dataset(tokenizer, trajectories, config)
-    trainer = SFTTrainer(
+    # Most tokens are prompt (the paper's system prompt alone is ~850 tokens): the trainer scores the LM head only
+    # where there is a label, on CPU (the same loss as TRL's, checked in tests/test_sft.py).
+    trainer = LabelledHeadSFTTrainer(
         model=model_path,
         args=config,
         train_dataset=Dataset.from_list(data.rows),
