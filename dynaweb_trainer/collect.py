@@ -1,0 +1,425 @@
+"""Record real-browser trajectories of any policy as JSONL: ``dynaweb-collect``.
+
+The policy is any ``--policy`` ``dynaweb-eval`` accepts (``expert``, an embedded model, an SFT/RL
+directory, a LoRA adapter, a server spec), or ``explore``: the scripted expert, replaced with
+probability ``--epsilon`` at each step by a random valid action on the page (a click or hover on an
+element of the tree, text typed into a textbox, a scroll or a key press), so the data holds the
+failures and odd transitions a world model must also learn. Every ``task x seed`` episode runs on
+``RealWeb-v0`` with ``--num-envs`` browsers through :func:`~dynaweb_trainer.rollout.run_episodes`.
+
+Command line::
+
+    dynaweb-collect --policy expert --tasks miniwob.click-menu miniwob.login-user-popup --seeds 0-99 \\
+        --output data/expert.jsonl
+    dynaweb-collect --policy explore --epsilon 0.3 --seeds 0-99 --output data/explore.jsonl
+    dynaweb-collect --policy runs/sft --temperature 0.7 --seed 1 --output data/sft.jsonl
+
+Output: one :class:`~dynaweb_env.data.schema.Trajectory` per line, ``source`` ``"expert"`` for the
+expert and ``"real"`` otherwise, ``metadata`` with ``seed`` (the task seed), ``policy`` (see
+:func:`policy_label`), ``split`` (:func:`split_of`: task seeds ``4 mod 5`` are ``test``, the rest
+``train``, as in the shipped ``miniwob_small.jsonl``), ``end_reason`` and the reset ``options``.
+
+Resuming: a run appends to ``--output`` and first skips every ``(task, seed, policy)`` already
+there, so re-running the same command finishes an interrupted collection. Episodes are written as
+soon as their batch (``--batch-size``, default ``--num-envs`` episodes run side by side) ends: an
+interruption loses at most that batch. A corrupt line (a write cut short) is skipped with a warning,
+and a cut-short last line is removed before appending.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+import time
+import warnings
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dynaweb_env.agent import format_policy_response
+from dynaweb_env.experts import ExpertError, parse_axtree
+from dynaweb_env.llm.base import SamplingParams
+
+from .encoding import EpisodeEncoder
+from .evaluate import EvalConfig, make_real_vector_env
+from .policy import EXPERT_POLICY, ExpertBackend, LoadedPolicy, ObservationRecorder, PolicyLoadError, load_policy
+
+#: The ``--policy`` value of the epsilon-greedy exploration policy.
+EXPLORE_POLICY = "explore"
+
+#: Task seeds ``s`` with ``s % TEST_SEED_MODULUS == TEST_SEED_MODULUS - 1`` form the test split.
+TEST_SEED_MODULUS = 5
+
+#: Roles a random click or hover may target (other nodes with an id, e.g. paragraphs, are rarely
+#: interactive; they are used only when a page has none of these).
+CLICKABLE_ROLES = frozenset(
+    "button link checkbox radio textbox searchbox combobox option tab menuitem listitem image switch slider "
+    "spinbutton treeitem cell row gridcell columnheader heading LabelText".split()
+)
+#: Roles a random ``type`` may target.
+TYPABLE_ROLES = frozenset({"textbox", "searchbox", "combobox"})
+#: Keys a random ``press`` sends.
+RANDOM_KEYS = ("Enter", "Tab", "Escape", "ArrowDown", "ArrowUp", "Backspace", "Space")
+#: Words a random ``type`` draws from when it does not take one from the goal.
+RANDOM_WORDS = (
+    "hello", "test", "alpha", "search", "submit", "yes", "no", "john", "london", "blue", "42", "2024",
+    "password", "email", "open", "cancel", "next", "apple", "zero", "lorem",
+)  # fmt: skip
+
+
+def split_of(task_seed: int) -> str:
+    """``"test"`` for task seeds ``4 mod 5`` (one in five), else ``"train"``."""
+    return "test" if task_seed % TEST_SEED_MODULUS == TEST_SEED_MODULUS - 1 else "train"
+
+
+def random_action(observation: Mapping[str, str], rng: np.random.Generator) -> tuple[str, str]:
+    """A random valid action on the page of ``observation``, with a one-line reasoning.
+
+    Clicks (60%), typing into a textbox (20%; a word of the goal or of :data:`RANDOM_WORDS`,
+    with or without Enter), hovers (5%), scrolls (10%) and key presses (5%); an action kind the page
+    offers no target for is replaced by a click, and a page without any element id gets a scroll.
+    Never ``stop``: exploration ends by the task or the step limit.
+    """
+    nodes = [node for node in parse_axtree(observation.get("axtree", "")) if node.bid is not None]
+    clickable = [node for node in nodes if node.role in CLICKABLE_ROLES] or nodes
+    typable = [node for node in nodes if node.role in TYPABLE_ROLES]
+    kind = rng.choice(["click", "type", "hover", "scroll", "press"], p=[0.6, 0.2, 0.05, 0.1, 0.05])
+    if kind == "type" and not typable or kind in ("click", "hover") and not clickable:
+        kind = "click" if clickable else "scroll"
+    if kind == "scroll":
+        direction = str(rng.choice(["down", "up"]))
+        return f"Exploring: I scroll {direction} to see more of the page.", f"scroll [{direction}]"
+    if kind == "press":
+        key = str(rng.choice(RANDOM_KEYS))
+        return f"Exploring: I press {key} to see what the page does.", f"press [{key}]"
+    if kind == "type":
+        box = typable[int(rng.integers(len(typable)))]
+        goal_words = [word.strip(".,:;!?\"'()") for word in observation.get("goal", "").split()]
+        goal_words = [word for word in goal_words if word.isalnum() and "[" not in word]
+        pool = goal_words if goal_words and rng.random() < 0.5 else list(RANDOM_WORDS)
+        text, enter = str(rng.choice(pool)), int(rng.integers(2))
+        return f"Exploring: I type '{text}' into the {box.role} [{box.bid}].", f"type [{box.bid}] [{text}] [{enter}]"
+    node = clickable[int(rng.integers(len(clickable)))]
+    described = f"the {node.role} '{node.name}'" if node.name else f"the {node.role}"
+    verb = "click" if kind == "click" else "hover"
+    return f"Exploring: I {verb} {described} [{node.bid}] to see what it does.", f"{verb} [{node.bid}]"
+
+
+class EpisodeRecorder(ObservationRecorder):
+    """An :class:`~dynaweb_trainer.policy.ObservationRecorder` that also knows each sub-env's task seed and turn.
+
+    Attributes:
+        task_seeds: Per sub-env, the ``task_seed`` of its current episode (``info`` or reset options).
+        turns: Per sub-env, the steps taken since its last reset.
+    """
+
+    def __init__(self, env: Any):
+        super().__init__(env)
+        self.task_seeds: list[int] = [0] * self.num_envs
+        self.turns: list[int] = [0] * self.num_envs
+
+    def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        observations, infos = super().reset(seed=seed, options=options)
+        options = options or {}
+        mask = options.get("reset_mask")
+        seeds, present = infos.get("task_seed"), infos.get("_task_seed")
+        for slot in range(self.num_envs):
+            if mask is not None and not mask[slot]:
+                continue
+            self.turns[slot] = 0
+            if seeds is not None and (present is None or bool(present[slot])):
+                self.task_seeds[slot] = int(seeds[slot])
+            elif options.get("task_seed") is not None:
+                self.task_seeds[slot] = int(options["task_seed"])
+        return observations, infos
+
+    def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        result = super().step(actions)
+        self.turns = [turn + 1 for turn in self.turns]
+        return result
+
+
+class ExplorationBackend(ExpertBackend):
+    """The expert, replaced with probability ``epsilon`` by :func:`random_action` (reproducibly seeded).
+
+    The choice at each step depends only on ``(seed, task, task seed, turn)``, never on which
+    browser runs the episode or in what order episodes finish. On a task without an expert, or a
+    page the expert does not recognise (after a random action), every action is random.
+
+    Args:
+        encoder: The encoder ``run_episodes`` uses.
+        recorder: The :class:`EpisodeRecorder` around the vector env.
+        epsilon: Probability of a random action at each step.
+        seed: Base seed of the random choices.
+        experts: Task id -> expert (default: every registered expert).
+    """
+
+    model_name = EXPLORE_POLICY
+
+    def __init__(
+        self,
+        encoder: EpisodeEncoder,
+        recorder: EpisodeRecorder,
+        epsilon: float,
+        seed: int = 0,
+        experts: Mapping[str, Any] | None = None,
+    ):
+        if not 0.0 <= epsilon <= 1.0:
+            raise ValueError(f"epsilon must be in [0, 1], got {epsilon}")
+        super().__init__(encoder, recorder, experts)
+        self.epsilon, self.seed = epsilon, seed
+
+    def _respond(self, slot: int) -> str:
+        recorder = self.recorder
+        observation, task_id = recorder.observations[slot], recorder.task_ids[slot]
+        key = [self.seed, zlib.crc32(task_id.encode()), recorder.task_seeds[slot], recorder.turns[slot]]
+        rng = np.random.default_rng(key)
+        expert = self.experts.get(task_id)
+        if expert is not None and rng.random() >= self.epsilon:
+            try:
+                return expert.respond(observation)
+            except ExpertError:
+                pass
+        return format_policy_response(*random_action(observation, rng))
+
+
+@dataclass
+class CollectConfig(EvalConfig):
+    """Configuration of ``dynaweb-collect``: :class:`~dynaweb_trainer.evaluate.EvalConfig` plus these fields.
+
+    Parameters:
+        policy (`str`, *optional*, defaults to `"expert"`):
+            ``expert``, ``explore``, or any policy reference ``dynaweb-eval`` accepts.
+        output (`str`, *optional*, defaults to `"trajectories.jsonl"`):
+            JSONL file the trajectories are appended to (episodes already in it are skipped).
+        epsilon (`float`, *optional*, defaults to `0.3`):
+            ``explore`` only: probability of a random action instead of the expert's at each step.
+        batch_size (`int`, *optional*):
+            Episodes run side by side and then written (default: ``num_envs``); larger batches
+            leave fewer browsers idle at batch ends, an interruption loses at most one batch.
+        seed (`int`, *optional*, defaults to `0`):
+            Seeds the exploration's random actions and the sampling of model policies.
+    """
+
+    policy: str = field(default=EXPERT_POLICY, metadata={"help": "expert, explore, model name, checkpoint dir, spec."})
+    output: str = field(default="trajectories.jsonl", metadata={"help": "JSONL file to append trajectories to."})
+    epsilon: float = field(default=0.3, metadata={"help": "explore: probability of a random action per step."})
+    batch_size: int | None = field(default=None, metadata={"help": "Episodes per written batch (default num_envs)."})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0.0 <= self.epsilon <= 1.0:
+            raise ValueError(f"epsilon must be in [0, 1], got {self.epsilon}")
+        if self.batch_size is not None and self.batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+
+
+def policy_label(config: CollectConfig) -> str:
+    """The policy's name in ``metadata["policy"]`` and in resume keys.
+
+    ``expert``; ``explore-e<epsilon>-s<seed>``; a model reference as given, plus
+    ``@t<temperature>-s<seed>`` when it samples (greedy decoding does not depend on the seed).
+    """
+    if config.policy == EXPLORE_POLICY:
+        return f"explore-e{config.epsilon:g}-s{config.seed}"
+    if config.policy == EXPERT_POLICY or config.temperature == 0:
+        return config.policy
+    return f"{config.policy}@t{config.temperature:g}-s{config.seed}"
+
+
+def read_done(path: str | os.PathLike[str]) -> set[tuple[str, int, str]]:
+    """``(task_id, task seed, policy label)`` of every trajectory already in ``path`` (none if it does not exist).
+
+    A last line cut short by an interrupted write (no final newline, not valid JSON) is removed; any
+    other corrupt line is skipped with a warning.
+    """
+    from dynaweb_env.data.io import iter_trajectories
+
+    path = Path(path)
+    if not path.is_file() or path.stat().st_size == 0:
+        return set()
+    _drop_partial_last_line(path)
+    done = set()
+    for trajectory in iter_trajectories(path, on_error="skip"):
+        seed, policy = trajectory.metadata.get("seed"), trajectory.metadata.get("policy")
+        if isinstance(seed, int) and isinstance(policy, str):
+            done.add((trajectory.task_id, seed, policy))
+    return done
+
+
+def _drop_partial_last_line(path: Path) -> None:
+    with path.open("rb+") as handle:
+        handle.seek(0, os.SEEK_END)
+        size = handle.tell()
+        handle.seek(max(0, size - 1))
+        if handle.read(1) == b"\n":
+            return
+        # Find the start of the last line without reading a large file whole.
+        position = size
+        while position > 0:
+            step = min(65536, position)
+            handle.seek(position - step)
+            chunk = handle.read(step)
+            newline = chunk.rfind(b"\n")
+            if newline >= 0:
+                position = position - step + newline + 1
+                break
+            position -= step
+        handle.seek(position)
+        last = handle.read()
+        try:
+            json.loads(last)
+        except ValueError:
+            warnings.warn(f"{path}: removing a cut-short last line ({len(last)} bytes) before appending", stacklevel=3)
+            handle.truncate(position)
+        else:  # a whole record that only lacks its newline
+            handle.write(b"\n")
+
+
+def _load(config: CollectConfig) -> LoadedPolicy:
+    if config.policy == EXPLORE_POLICY:
+        expert = load_policy(EXPERT_POLICY, config.tokenizer)
+        details = {"epsilon": config.epsilon, "seed": config.seed, **expert.details}
+        return LoadedPolicy(EXPLORE_POLICY, EXPLORE_POLICY, expert.tokenizer, details=details)
+    return load_policy(config.policy, config.tokenizer, config.device, config.max_batch_size)
+
+
+def collect(
+    config: CollectConfig,
+    policy: LoadedPolicy | None = None,
+    vector_env: Any = None,
+    show_progress: bool = True,
+) -> dict[str, Any]:
+    """Run every ``task x seed`` episode not yet in ``config.output`` and append it there.
+
+    Args:
+        config: What to collect and how.
+        policy: An already-loaded policy (default: loaded from ``config.policy``).
+        vector_env: A vector env to use instead of building ``RealWeb-v0`` (it is not closed here).
+        show_progress: Show a tqdm bar over episodes.
+
+    Returns:
+        Counts: ``requested``, ``skipped`` (already in the file), ``collected``, ``successes``,
+        ``wall_seconds``, ``output`` and the policy ``label``.
+    """
+    from tqdm.auto import tqdm
+
+    from dynaweb_env.agent import policy_system_prompt
+    from dynaweb_env.data.io import write_trajectories
+
+    from .rollout import run_episodes
+
+    started = time.perf_counter()
+    output = Path(config.output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    label = policy_label(config)
+    requested = config.start_options()
+    done = read_done(output)
+    todo = [options for options in requested if (options["task"], options["task_seed"], label) not in done]
+    counts: dict[str, Any] = {"requested": len(requested), "skipped": len(requested) - len(todo), "collected": 0}
+    counts.update(successes=0, output=str(output), label=label)
+    if todo:
+        policy = policy or _load(config)
+        encoder = EpisodeEncoder(
+            policy.tokenizer,
+            policy_system_prompt(config.response_style),  # type: ignore[arg-type]
+            config.max_axtree_chars,
+        )
+        owns_env = vector_env is None
+        if owns_env:
+            vector_env = make_real_vector_env(config, min(config.num_envs, len(todo)))
+        try:
+            recorder = EpisodeRecorder(vector_env)
+            backend = policy.backend
+            if policy.kind == EXPERT_POLICY:
+                backend = ExpertBackend(encoder, recorder)
+            elif policy.kind == EXPLORE_POLICY:
+                backend = ExplorationBackend(encoder, recorder, config.epsilon, config.seed)
+            sampling = SamplingParams(
+                max_new_tokens=config.max_new_tokens, temperature=config.temperature, top_p=config.top_p
+            )
+            batch_size = config.batch_size or int(vector_env.num_envs)
+            source = "expert" if policy.kind == EXPERT_POLICY else "real"
+            with tqdm(total=len(requested), initial=counts["skipped"], desc=f"collect {label}", unit="episode",
+                      disable=not show_progress) as bar:  # fmt: skip
+                for start in range(0, len(todo), batch_size):
+                    batch = todo[start : start + batch_size]
+                    results = run_episodes(
+                        recorder, backend, encoder, batch, sampling, max_steps=config.max_steps,
+                        seed=config.seed + start, progress=bar,
+                    )  # fmt: skip
+                    trajectories = []
+                    for result in results:
+                        task, seed = result.options["task"], int(result.options["task_seed"])
+                        result.source = source
+                        metadata = {"seed": seed, "policy": label, "split": split_of(seed)}
+                        trajectories.append(result.to_trajectory(f"{task}/seed-{seed}/{label}", metadata))
+                    write_trajectories(output, trajectories, append=True)
+                    counts["collected"] += len(trajectories)
+                    counts["successes"] += sum(trajectory.success for trajectory in trajectories)
+                    bar.set_postfix(success=f"{counts['successes'] / counts['collected']:.2f}")
+        finally:
+            if owns_env:
+                vector_env.close()
+    counts["wall_seconds"] = round(time.perf_counter() - started, 2)
+    return counts
+
+
+def parse_config(argv: Sequence[str] | None = None) -> CollectConfig:
+    """Parse command-line arguments (``--config x.yaml`` gives defaults that flags override)."""
+    from trl import TrlParser
+
+    parser = TrlParser(CollectConfig, prog="dynaweb-collect")
+    (config,) = parser.parse_args_and_config(args=argv)
+    return config
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``dynaweb-collect``.
+
+    Returns:
+        ``0`` on success; ``2`` (with the reason on stderr) when the policy or configuration is unusable.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        config = parse_config(argv)
+        counts = collect(config)
+    except (PolicyLoadError, ValueError) as error:
+        print(f"dynaweb-collect: error: {error}", file=sys.stderr)
+        return 2
+    rate = f", success rate {counts['successes'] / counts['collected']:.3f}" if counts["collected"] else ""
+    print(
+        f"{shlex.join(['dynaweb-collect', *argv])}: {counts['collected']} new trajectories ({counts['skipped']} "
+        f"already there){rate} in {counts['wall_seconds']:.0f} s; appended to {counts['output']}"
+    )
+    return 0
+
+
+def cli() -> None:
+    """Console-script wrapper of :func:`main`."""
+    raise SystemExit(main())
+
+
+if __name__ == "__main__":
+    cli()
+
+
+__all__ = [
+    "EXPLORE_POLICY",
+    "TEST_SEED_MODULUS",
+    "CollectConfig",
+    "EpisodeRecorder",
+    "ExplorationBackend",
+    "collect",
+    "main",
+    "policy_label",
+    "random_action",
+    "read_done",
+    "split_of",
+]
