@@ -265,14 +265,14 @@ def test_world_model_and_judge_on_tiny_random_model():
     from dynaweb_env.llm import make_backend
 
     backend = make_backend("tiny-random")
-    sampling = SamplingParams(temperature=0.7, top_p=0.9, max_new_tokens=12)
-    predictions = WebWorldModel(backend, sampling=sampling).predict(_requests(3), seed=0)
-    assert len(predictions) == 3
+    sampling = SamplingParams(temperature=0.7, top_p=0.9, max_new_tokens=8)
+    predictions = WebWorldModel(backend, sampling=sampling).predict(_requests(2), seed=0)
+    assert len(predictions) == 2
     for prediction in predictions:
         # A random model cannot follow the format: the parser must say so and keep the page.
         assert prediction.error and prediction.fallback and prediction.axtree == CURRENT_TREE
         assert prediction.raw
-    again = WebWorldModel(backend, sampling=sampling).predict(_requests(3), seed=0)
+    again = WebWorldModel(backend, sampling=sampling).predict(_requests(2), seed=0)
     assert [p.raw for p in again] == [p.raw for p in predictions]
     judge = TrajectoryJudge(backend, sampling=SamplingParams(temperature=0.0, max_new_tokens=8))
     verdicts = judge.judge([JudgeRequest("Click ONE.", (JudgeStep("click [13]"),), CURRENT_URL, CURRENT_TREE, None)])
@@ -280,19 +280,23 @@ def test_world_model_and_judge_on_tiny_random_model():
 
 
 def test_world_model_and_judge_on_smollm2_with_short_generation():
-    """The embedded model end to end; 16 new tokens keep it to seconds (the full prompt is ~860 tokens)."""
+    """The embedded model end to end, kept to one short request each (a world-model prompt is ~860 tokens).
+
+    Batching is proven on tiny-random above and in the vector-env tests; this checks that the real
+    default model loads, follows the chat template and that its (cut) outputs are read safely.
+    """
     from dynaweb_env.llm import make_backend
 
     backend = make_backend("smollm2-135m")
     world_model = WebWorldModel(backend, sampling=SamplingParams(temperature=0.0, max_new_tokens=16))
     start = time.perf_counter()
-    predictions = world_model.predict(_requests(2), seed=0)
+    predictions = world_model.predict(_requests(1), seed=0)
     elapsed = time.perf_counter() - start
-    assert len(predictions) == 2 and all(p.raw.strip() for p in predictions)
+    assert len(predictions) == 1 and all(p.raw.strip() for p in predictions)
     for prediction in predictions:
         # 16 tokens cannot hold a full answer: the cut is reported and a usable page remains.
         assert prediction.axtree.strip() and prediction.error
-    judge = TrajectoryJudge(backend, sampling=SamplingParams(temperature=0.0, max_new_tokens=16))
+    judge = TrajectoryJudge(backend, sampling=SamplingParams(temperature=0.0, max_new_tokens=8))
     (verdict,) = judge.judge([JudgeRequest("Click ONE.", (JudgeStep("click [13]"),), CURRENT_URL, NEXT_TREE, None)])
     assert verdict.reward in (0.0, 1.0) and verdict.raw.strip()
-    print(f"smollm2: 2 world-model requests x 16 tokens in {elapsed:.1f}s; output: {predictions[0].raw!r}")
+    print(f"smollm2: one world-model request x 16 tokens in {elapsed:.1f}s; output: {predictions[0].raw!r}")
