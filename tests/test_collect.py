@@ -196,6 +196,15 @@ def test_explore_collects_real_source_failures_under_its_own_label(tmp_path, ide
     assert counts["collected"] == 8 and len(read_trajectories(config.output)) == 16
 
 
+def test_model_policies_are_collected_as_real_episodes(tmp_path):
+    config = _config(tmp_path, policy="tiny-random", tokenizer=None, seeds="0-1", max_steps=2, max_new_tokens=8)
+    counts = collect(config, vector_env=make_click_button_vector_env(2), show_progress=False)
+    trajectories = read_trajectories(config.output, on_error="raise")
+    assert counts["collected"] == 2 and {t.source for t in trajectories} == {"real"}
+    assert {t.metadata["policy"] for t in trajectories} == {"tiny-random"}
+    assert all(1 <= len(t.steps) <= 3 and t.metadata["end_reason"] for t in trajectories)
+
+
 def test_cli_rejects_bad_arguments(capsys):
     assert main(["--policy", "explore", "--epsilon", "2"]) == 2
     assert "epsilon" in capsys.readouterr().err
