@@ -254,6 +254,7 @@ def read_done(path: str | os.PathLike[str]) -> set[tuple[str, int, str]]:
 
 
 def _drop_partial_last_line(path: Path) -> None:
+    """Remove a last line that is not valid JSON and lacks its newline; give a valid one its newline."""
     with path.open("rb+") as handle:
         handle.seek(0, os.SEEK_END)
         size = handle.tell()
