@@ -26,6 +26,7 @@ Command line::
     dynaweb-train-wm --output_dir runs/wm-smollm2                     # LoRA on the shipped data
     dynaweb-train-wm --model_name_or_path tiny-random --max_steps 3 --output_dir /tmp/wm-smoke
     dynaweb-train-wm --dataset_path labelled.jsonl --loss_on changes  # teacher labels, eq. 4 loss
+    dynaweb-train-wm --output_mode patch --output_dir runs/wm-patch   # Δ as tree edits (world_model.patch)
     dynaweb-train-wm --output_dir runs/wm-smollm2 --resume_from_checkpoint last
 
 The output directory holds the adapter (``adapter_config.json``, ``adapter_model.safetensors``), the
@@ -53,7 +54,8 @@ from dynaweb_env.data.io import read_trajectories
 from dynaweb_env.data.labels import structural_diff, transition_reasoning
 from dynaweb_env.data.schema import Trajectory
 from dynaweb_env.observation import truncate_axtree
-from dynaweb_env.world_model.model import DEFAULT_MAX_AXTREE_CHARS
+from dynaweb_env.world_model.model import DEFAULT_MAX_AXTREE_CHARS, OUTPUT_MODE_PROMPTS, OUTPUT_MODES
+from dynaweb_env.world_model.patch import PATCH_HEADER, format_patch_target
 from dynaweb_env.world_model.prompts import TREE_HEADER, build_world_model_messages, format_world_model_target
 
 from .sft import PolicySFTTrainer as LabelledHeadSFTTrainer
@@ -94,6 +96,10 @@ class WorldModelSFTConfig(SFTConfig):
             `"full"`: loss on the whole world-model output (reasoning, Δ, next tree, markers, end of turn), so a
             small model learns to write the tree. `"changes"`: loss on the changes section only (paper, eq. 4),
             the next tree stays in the sequence as context.
+        output_mode (`str`, *optional*, defaults to `"tree"`):
+            What the world model writes: `"tree"` (the paper's full next tree) or `"patch"` (edits of the current
+            tree, `dynaweb_env.world_model.patch`; the prompt is patch mode's system prompt). Load the result with
+            `WebWorldModel(..., output_mode=...)` of the same mode.
         max_axtree_chars (`int`, *optional*, defaults to `6000`):
             Character budget of the current tree in the prompt and of the next tree in the target (`0`: no
             limit). The default is the world model's own prompt budget.
@@ -141,6 +147,10 @@ class WorldModelSFTConfig(SFTConfig):
         default="full",
         metadata={"help": "'full' world-model output, or 'changes' only (paper eq. 4).", "choices": LOSS_ON},
     )
+    output_mode: str = field(
+        default="tree",
+        metadata={"help": "'tree' (the paper's full next tree) or 'patch' (edits).", "choices": ["tree", "patch"]},
+    )
     max_axtree_chars: int = field(
         default=DEFAULT_MAX_AXTREE_CHARS,
         metadata={"help": "Character budget of the current and next trees (0: no limit)."},
@@ -177,6 +187,8 @@ class WorldModelSFTConfig(SFTConfig):
             raise ValueError(f"label_missing must be one of {LABEL_MISSING}, got {self.label_missing!r}")
         if self.loss_on not in LOSS_ON:
             raise ValueError(f"loss_on must be one of {LOSS_ON}, got {self.loss_on!r}")
+        if self.output_mode not in OUTPUT_MODES:
+            raise ValueError(f"output_mode must be one of {sorted(OUTPUT_MODES)}, got {self.output_mode!r}")
         if self.max_axtree_chars < 0:
             raise ValueError(f"max_axtree_chars must be >= 0, got {self.max_axtree_chars}")
         if self.lora_r < 1:
@@ -240,6 +252,7 @@ def world_model_example(
     max_axtree_chars: int = DEFAULT_MAX_AXTREE_CHARS,
     include_reasoning: bool = True,
     label_missing: str = "diff",
+    output_mode: str = "tree",
 ) -> tuple[list[dict[str, str]], str] | None:
     """The ``(messages, target)`` of transition ``steps[index] -> steps[index + 1]``, or ``None`` to skip it.
 
@@ -266,8 +279,12 @@ def world_model_example(
         action=before.action,
         previous_action=previous,
         max_axtree_chars=max_axtree_chars,
+        system_prompt=OUTPUT_MODE_PROMPTS[output_mode](),
     )
     next_url = after.url if after.url.strip() != before.url.strip() else ""
+    if output_mode == "patch":  # edits of the full current tree: the one WebWorldModel applies them to
+        terminal = is_terminal_transition(trajectory, index)
+        return messages, format_patch_target(changes, next_url, before.axtree, after.axtree, terminal)
     target = format_world_model_target(
         changes, next_url, truncate_axtree(after.axtree, max_axtree_chars), is_terminal_transition(trajectory, index)
     )
@@ -299,7 +316,8 @@ def tokenize_example(
     eos_at = full_text.find(eos, target_start + len(target)) if eos else -1
     end = eos_at + len(eos) if eos_at >= 0 else target_start + len(target)
     if loss_on == "changes":
-        end = target_start + target.index(TREE_HEADER) if TREE_HEADER in target else end
+        header = next((h for h in (TREE_HEADER, PATCH_HEADER) if h in target), None)
+        end = target_start + target.index(header) if header else end
     encoded = tokenizer(full_text, add_special_tokens=False, return_offsets_mapping=True)
     labels = [
         token if start >= target_start and stop <= end and stop > start else IGNORE_INDEX
@@ -334,6 +352,7 @@ def build_world_model_dataset(
             max_axtree_chars=config.max_axtree_chars,
             include_reasoning=config.include_reasoning,
             label_missing=config.label_missing,
+            output_mode=config.output_mode,
         )
         if example is None:
             stats["skipped_unlabelled_or_no_action"] += 1
@@ -474,6 +493,7 @@ def train_world_model(
         "output_dir": str(config.output_dir),
         "adapter": bool(config.use_peft),
         "loss_on": config.loss_on,
+        "output_mode": config.output_mode,
         "max_axtree_chars": config.max_axtree_chars,
         "max_length": config.max_length,
         "data": data_stats,

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 from ..llm.base import Conversation, Generation, GenerationBackend, SamplingParams
 from .parsing import WorldModelPrediction, parse_world_model_output
-from .prompts import build_world_model_messages
+from .patch import parse_patch_output, patch_system_prompt
+from .prompts import build_world_model_messages, world_model_system_prompt
 
 #: Default token budget of one prediction: room for a Δ description and a MiniWoB-sized tree.
 #: (The paper allows 8,192 tokens with a 120B model on GPUs; the embedded CPU model cannot afford it.)
@@ -51,7 +52,8 @@ class WorldModelRequest:
 
 
 #: Output mode -> parser of a generation into a prediction. "tree": the model writes the full next
-#: tree (the paper's format). A later "patch" mode (Δ as an edit of the current tree) plugs in here.
+#: tree (the paper's format). "patch": Δ as edits of the current tree applied in code
+#: (:mod:`~dynaweb_env.world_model.patch`).
 OutputParser = Callable[[Generation, WorldModelRequest], WorldModelPrediction]
 
 
@@ -59,7 +61,13 @@ def _parse_full_tree(generation: Generation, request: WorldModelRequest) -> Worl
     return parse_world_model_output(generation.text, request.url, request.axtree, generation.finish_reason)
 
 
-OUTPUT_MODES: dict[str, OutputParser] = {"tree": _parse_full_tree}
+def _parse_patch(generation: Generation, request: WorldModelRequest) -> WorldModelPrediction:
+    return parse_patch_output(generation.text, request.url, request.axtree, generation.finish_reason)
+
+
+OUTPUT_MODES: dict[str, OutputParser] = {"tree": _parse_full_tree, "patch": _parse_patch}
+#: Output mode -> its system prompt (the paper's for "tree"; the paper's with the format section replaced).
+OUTPUT_MODE_PROMPTS: dict[str, Callable[[], str]] = {"tree": world_model_system_prompt, "patch": patch_system_prompt}
 
 
 class WebWorldModel:
@@ -71,7 +79,8 @@ class WebWorldModel:
             top-p 0.9 with :data:`DEFAULT_MAX_NEW_TOKENS`). Its ``seed`` is replaced by the ``seed``
             given to :meth:`predict`.
         max_axtree_chars: Character budget of the current tree in the prompt (``0``: no limit).
-        output_mode: How outputs are read; one of :data:`OUTPUT_MODES` (only ``"tree"`` so far).
+        output_mode: What the model writes and how it is read: one of :data:`OUTPUT_MODES`, ``"tree"``
+            (the paper's full next tree, default) or ``"patch"`` (edits of the current tree).
     """
 
     def __init__(
@@ -101,6 +110,7 @@ class WebWorldModel:
             action=request.action,
             previous_action=request.previous_action,
             max_axtree_chars=self.max_axtree_chars,
+            system_prompt=OUTPUT_MODE_PROMPTS[self.output_mode](),
         )
 
     def predict(self, requests: Sequence[WorldModelRequest], seed: int | None = None) -> list[WorldModelPrediction]:
@@ -132,6 +142,7 @@ __all__ = [
     "DEFAULT_MAX_NEW_TOKENS",
     "DEFAULT_MAX_AXTREE_CHARS",
     "OUTPUT_MODES",
+    "OUTPUT_MODE_PROMPTS",
     "WebWorldModel",
     "WorldModelRequest",
 ]

@@ -205,13 +205,15 @@ def build_world_model_messages(
     action: str,
     previous_action: str = "",
     max_axtree_chars: int = 0,
+    system_prompt: str | None = None,
 ) -> Conversation:
     """The chat conversation asking the world model for the next state (system + user message).
 
-    Arguments are those of :func:`format_world_model_input`.
+    Arguments are those of :func:`format_world_model_input`; ``system_prompt`` replaces
+    :func:`world_model_system_prompt` (an output-mode variant, e.g. patch mode's).
     """
     return [
-        {"role": "system", "content": world_model_system_prompt()},
+        {"role": "system", "content": world_model_system_prompt() if system_prompt is None else system_prompt},
         {
             "role": "user",
             "content": format_world_model_input(goal, url, axtree, action, previous_action, max_axtree_chars),

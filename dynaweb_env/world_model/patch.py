@@ -1,0 +1,377 @@
+"""Patch mode: the world model writes Δ as a few structured edits of the current tree, applied in code.
+
+The paper's world model writes the *whole* next tree after its description of the changes Δ. On
+MiniWoB++-sized pages most of that tree is a copy of the current one: a click that focuses a button
+changes one line out of ten. In patch mode the model writes only the edits, and
+:func:`apply_patch` produces the next tree from the current one. An output reads::
+
+    [Web state changes]
+    The "no" button is clicked and becomes focused.
+    [Next page edits]
+    URL: file:///done.html
+    CHANGE [13]: [13] button 'no', focused
+    REMOVE [15]
+    ADD after [17]: \t[23] StaticText 'Thanks!'
+    [Episode ended]
+
+Edits (one per line, any order; every reference names a line of the *current* tree):
+
+- ``CHANGE <ref>: <node line>``: replace the line. A line written without indentation keeps the
+  indentation of the line it replaces.
+- ``REMOVE <ref>``: delete the line.
+- ``ADD after <ref>: <node line>``: insert a line (verbatim, indentation included) after ``<ref>``;
+  ``#0`` inserts at the top. Several ``ADD``s after the same line keep their order.
+- ``URL: <url>`` (optional, first): the next URL; ``[Episode ended]``: the action ended the episode.
+
+A reference ``<ref>`` is ``[bid]`` (the line with that element id), ``"<node line>"`` (the line with
+that whitespace-normalised text, for lines without an id such as ``StaticText``), or ``#N`` (the
+N-th line, 1-based). No edit lines means the page did not change.
+
+:func:`patch_from_trees` derives the edits of a real ``(before, after)`` pair such that applying them
+to ``before`` gives exactly ``after`` (a property tested on every shipped transition), and
+:func:`format_patch_target` writes the supervised target, so the world model can be trained on
+patch targets (``dynaweb-train-wm --output_mode patch``). Parsing and applying never raise:
+malformed edits and unknown references are reported in the prediction's ``error`` and skipped.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from .parsing import WorldModelPrediction, _header_pattern, parse_world_model_output
+from .prompts import (
+    CHANGES_HEADER,
+    TERMINAL_MARKER,
+    TREE_HEADER,
+    URL_PREFIX,
+    WORLD_MODEL_SYSTEM_PROMPT,
+)
+
+#: Section header of the edits in patch mode (in place of :data:`TREE_HEADER`).
+PATCH_HEADER = "[Next page edits]"
+EDIT_OPERATIONS = ("ADD", "REMOVE", "CHANGE")
+
+_BID_LINE = re.compile(r"^\s*\[(?P<bid>[^\]\s]+)\]")
+_EDIT = re.compile(
+    r"^[ \t]*(?:[-*][ \t]+|\d+[.)][ \t]+)?(?P<op>ADD|REMOVE|CHANGE)\b[ \t]*(?P<after>after\b[ \t]*)?"
+    r"(?P<ref>\[[^\]\s]+\]|#\d+|\"[^\"]*\")?[ \t]*(?P<colon>:[ ]?(?P<line>.*))?$",
+    re.IGNORECASE,
+)
+_PATCH = re.compile(_header_pattern(PATCH_HEADER), re.IGNORECASE | re.MULTILINE)
+_CHANGES = re.compile(_header_pattern(CHANGES_HEADER), re.IGNORECASE | re.MULTILINE)
+_TREE = re.compile(_header_pattern(TREE_HEADER), re.IGNORECASE | re.MULTILINE)
+_TERMINAL = re.compile(_header_pattern(TERMINAL_MARKER), re.IGNORECASE | re.MULTILINE)
+_FENCE = re.compile(r"^[ \t]*```[^\n]*$\n?", re.MULTILINE)
+_URL_LINE = re.compile(rf"^[ \t]*{re.escape(URL_PREFIX)}[ \t]*(\S+)[ \t]*$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class PatchEdit:
+    """One edit of the current tree.
+
+    Attributes:
+        op: ``"ADD"``, ``"REMOVE"`` or ``"CHANGE"``.
+        ref: The referenced line of the current tree: ``[bid]``, ``"<node line>"`` or ``#N``.
+        line: The new node line (``ADD``, ``CHANGE``); ``""`` for ``REMOVE``.
+    """
+
+    op: str
+    ref: str
+    line: str = ""
+
+    def render(self) -> str:
+        if self.op == "REMOVE":
+            return f"REMOVE {self.ref}"
+        if self.op == "ADD":
+            return f"ADD after {self.ref}: {self.line}"
+        return f"CHANGE {self.ref}: {self.line}"
+
+
+def _normalise(line: str) -> str:
+    return " ".join(line.split())
+
+
+def _indent(line: str) -> str:
+    return line[: len(line) - len(line.lstrip())]
+
+
+def _references(lines: list[str]) -> list[str]:
+    """The shortest unambiguous reference of every line: ``[bid]``, then ``"text"``, then ``#N``."""
+    bids = [match.group("bid") if (match := _BID_LINE.match(line)) else None for line in lines]
+    bid_counts = Counter(bid for bid in bids if bid is not None)
+    text_counts = Counter(_normalise(line) for line in lines)
+    refs = []
+    for index, (line, bid) in enumerate(zip(lines, bids, strict=True)):
+        text = _normalise(line)
+        if bid is not None and bid_counts[bid] == 1:
+            refs.append(f"[{bid}]")
+        elif text and '"' not in text and text_counts[text] == 1:
+            refs.append(f'"{text}"')
+        else:
+            refs.append(f"#{index + 1}")
+    return refs
+
+
+def _resolve(ref: str, lines: list[str]) -> int | None:
+    """Index of the referenced line (``-1`` for ``#0``, the top), ``None`` if it names no single line."""
+    if ref.startswith("#"):
+        number = int(ref[1:])
+        return number - 1 if number <= len(lines) else None
+    if ref.startswith("["):
+        bid = ref[1:-1]
+        hits = [i for i, line in enumerate(lines) if (m := _BID_LINE.match(line)) and m.group("bid") == bid]
+    else:
+        text = _normalise(ref[1:-1])
+        hits = [i for i, line in enumerate(lines) if _normalise(line) == text]
+    return hits[0] if len(hits) == 1 else None
+
+
+def patch_from_trees(before: str, after: str) -> list[PatchEdit]:
+    """The edits that turn tree ``before`` into tree ``after`` exactly (line diff, shortest references).
+
+    ``apply_patch(before, patch_from_trees(before, after))`` returns ``after`` for any two trees
+    (compared as lists of lines).
+    """
+    old, new = before.splitlines(), after.splitlines()
+    refs = _references(old)
+    edits: list[PatchEdit] = []
+
+    def add_after(index: int, lines: list[str]) -> None:
+        anchor = refs[index] if index >= 0 else "#0"
+        edits.extend(PatchEdit("ADD", anchor, line) for line in lines)
+
+    matcher = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        paired = min(i2 - i1, j2 - j1) if tag == "replace" else 0
+        for offset in range(paired):
+            source, target = old[i1 + offset], new[j1 + offset]
+            if _indent(source) == _indent(target):
+                edits.append(PatchEdit("CHANGE", refs[i1 + offset], target.lstrip()))
+            elif _indent(target):
+                edits.append(PatchEdit("CHANGE", refs[i1 + offset], target))
+            else:  # an unindented line cannot be written as a CHANGE of an indented one: remove and add
+                edits.append(PatchEdit("REMOVE", refs[i1 + offset]))
+                edits.append(PatchEdit("ADD", refs[i1 + offset], target))
+        edits.extend(PatchEdit("REMOVE", refs[index]) for index in range(i1 + paired, i2))
+        if j2 - j1 > paired:
+            add_after(i1 + paired - 1, new[j1 + paired : j2])
+    return edits
+
+
+def format_patch(edits: list[PatchEdit]) -> str:
+    """The edit lines of a patch, one per line."""
+    return "\n".join(edit.render() for edit in edits)
+
+
+def parse_patch(text: str) -> tuple[list[PatchEdit], list[str]]:
+    """Read edit lines; blank lines are skipped, malformed ones reported (never raised).
+
+    Returns:
+        The edits in order and one problem message per malformed line.
+    """
+    edits: list[PatchEdit] = []
+    problems: list[str] = []
+    for number, raw_line in enumerate(text.splitlines(), start=1):
+        if not raw_line.strip():
+            continue
+        match = _EDIT.match(raw_line)
+        op = match.group("op").upper() if match else ""
+        ref = match.group("ref") if match else None
+        line = match.group("line") if match else None
+        if match is None or ref is None:
+            problems.append(f"edit line {number} is malformed: {raw_line.strip()[:80]!r}")
+        elif op == "ADD" and not match.group("after"):
+            problems.append(f"edit line {number}: ADD needs 'after <ref>': {raw_line.strip()[:80]!r}")
+        elif op in ("ADD", "CHANGE") and not (line or "").strip():
+            problems.append(f"edit line {number}: {op} without a node line: {raw_line.strip()[:80]!r}")
+        elif op == "REMOVE" and (line or "").strip():
+            problems.append(f"edit line {number}: REMOVE takes no node line: {raw_line.strip()[:80]!r}")
+        else:
+            edits.append(PatchEdit(op, ref, (line or "").rstrip() if op != "REMOVE" else ""))
+    return edits, problems
+
+
+def apply_patch(axtree: str, edits: list[PatchEdit]) -> tuple[str, list[str]]:
+    """Apply edits to a tree; references are resolved against the tree *before* any edit.
+
+    Unknown or ambiguous references are reported and the edit skipped; conflicting edits of one line
+    are reported (a ``REMOVE`` beats a ``CHANGE``, the last ``CHANGE`` wins). Never raises.
+
+    Returns:
+        The edited tree and the problem messages (empty for a clean patch).
+    """
+    lines = axtree.splitlines()
+    problems: list[str] = []
+    changed: dict[int, str] = {}
+    removed: set[int] = set()
+    added: dict[int, list[str]] = {}
+    for edit in edits:
+        index = _resolve(edit.ref, lines)
+        if index is None or (index < 0 and edit.op != "ADD"):
+            problems.append(f"{edit.op} {edit.ref}: no such line in the current tree; skipped")
+            continue
+        if edit.op == "ADD":
+            added.setdefault(index, []).append(edit.line)
+        elif edit.op == "REMOVE":
+            if index in removed or index in changed:
+                problems.append(f"REMOVE {edit.ref}: line already edited")
+            removed.add(index)
+        else:
+            if index in removed or index in changed:
+                problems.append(f"CHANGE {edit.ref}: line already edited")
+            new_line = edit.line if _indent(edit.line) else _indent(lines[index]) + edit.line
+            changed[index] = new_line
+    result = list(added.get(-1, []))
+    for index, line in enumerate(lines):
+        if index not in removed:
+            result.append(changed.get(index, line))
+        result.extend(added.get(index, []))
+    return "\n".join(result), problems
+
+
+def format_patch_target(
+    changes: str, next_url: str, before_axtree: str, after_axtree: str, terminal: bool = False
+) -> str:
+    """The patch-mode world-model output for one real transition (the SFT target of patch mode).
+
+    Args:
+        changes: The description Δ (with any reasoning before it).
+        next_url: The next URL; written as a ``URL:`` line unless empty.
+        before_axtree: The current tree (the one the prompt shows).
+        after_axtree: The next tree; the edits are :func:`patch_from_trees` of the two.
+        terminal: Whether the transition ended the episode.
+    """
+    parts = [CHANGES_HEADER, changes.strip(), PATCH_HEADER]
+    if next_url.strip():
+        parts.append(f"{URL_PREFIX} {next_url.strip()}")
+    edits = format_patch(patch_from_trees(before_axtree, after_axtree))
+    if edits:
+        parts.append(edits)
+    if terminal:
+        parts.append(TERMINAL_MARKER)
+    return "\n".join(parts)
+
+
+def parse_patch_output(
+    text: str, current_url: str, current_axtree: str, finish_reason: str = "stop"
+) -> WorldModelPrediction:
+    """Parse a patch-mode output and apply its edits to ``current_axtree``. Never raises.
+
+    An output that wrote a full ``[Next page accessibility tree]`` instead of edits is read as the
+    paper's format (reported in ``error``); one with neither section keeps the current page.
+    """
+    raw = text if isinstance(text, str) else ""
+    problems: list[str] = []
+    if _FENCE.search(raw):
+        problems.append("ignored markdown code fences")
+    body = _FENCE.sub("", raw)
+    if finish_reason == "length":
+        problems.append("generation hit the token limit (output truncated)")
+    patch_match = _PATCH.search(body)
+    if patch_match is None:
+        if _TREE.search(body):
+            tree = parse_world_model_output(raw, current_url, current_axtree, finish_reason)
+            error = "; ".join(filter(None, [f"wrote a full tree instead of {PATCH_HEADER}", tree.error]))
+            return WorldModelPrediction(tree.changes, tree.axtree, tree.url, tree.terminal, error, tree.fallback, raw)
+        terminal = bool(_TERMINAL.search(body))
+        problems.append(f"missing section {PATCH_HEADER}; kept the current page")
+        changes = _CHANGES.sub("", _TERMINAL.sub("", body)).strip()
+        return WorldModelPrediction(changes, current_axtree, current_url, terminal, "; ".join(problems), True, raw)
+
+    changes_match = _CHANGES.search(body, 0, patch_match.start())
+    if changes_match is None:
+        problems.append(f"missing section {CHANGES_HEADER}")
+        changes = ""
+        if body[: patch_match.start()].strip():
+            problems.append("ignored text before the first section header")
+    else:
+        if body[: changes_match.start()].strip():
+            problems.append("ignored text before the first section header")
+        changes = body[changes_match.end() : patch_match.start()].strip()
+        if not changes:
+            problems.append(f"empty section {CHANGES_HEADER}")
+
+    section = body[patch_match.end() :]
+    repeated = _CHANGES.search(section)
+    if repeated:
+        problems.append("ignored a repeated section after the edits")
+        section = section[: repeated.start()]
+    terminal = bool(_TERMINAL.search(section))
+    section = _TERMINAL.sub("", section)
+    lines = section.strip("\n").splitlines()
+    if finish_reason == "length" and lines:
+        lines = lines[:-1]  # the last line may be cut mid-edit
+    url = current_url
+    for index, line in enumerate(lines):
+        if not line.strip():
+            continue
+        if match := _URL_LINE.match(line):
+            url = match.group(1)
+            lines = lines[:index] + lines[index + 1 :]
+        break
+    edits, malformed = parse_patch("\n".join(lines))
+    axtree, unapplied = apply_patch(current_axtree, edits)
+    problems.extend(malformed + unapplied)
+    return WorldModelPrediction(changes, axtree, url, terminal, "; ".join(problems) or None, False, raw)
+
+
+#: The patch-mode output format, in place of the paper's "Generate your answer ..." section.
+PATCH_FORMAT_INSTRUCTIONS = f"""\
+Given the information above, you should first perform reasoning to predict expected changes on the current web \
+page's accessibility tree, and then write the edits that turn the current accessibility tree into the next one.
+
+Generate your answer in the following format:
+
+{CHANGES_HEADER}
+
+changes
+
+{PATCH_HEADER}
+
+edits
+
+where `changes` are the predicted web page changes, and `edits` are edit lines, one per line, each of them one of:
+
+`CHANGE [id]: new_line`: replace the line of element id with new_line (a full accessibility tree line).
+`REMOVE [id]`: delete the line of element id.
+`ADD after [id]: new_line`: insert new_line after the line of element id (`ADD after #0: new_line` inserts it \
+at the top).
+
+For a line without an id, write its exact text in double quotes instead of `[id]`, e.g. `REMOVE "StaticText 'Hi'"`.
+
+Do NOT repeat unchanged lines: every line you do not edit stays as it is. If the page does not change, write no \
+edit lines.
+
+If the action leads to a different URL, write `{URL_PREFIX} <new url>` as the first line of `edits`; otherwise the \
+URL stays the same.
+
+If the action ends the episode (for example, the task's answer was submitted), write `{TERMINAL_MARKER}` on its \
+own line after `edits`."""
+
+_FORMAT_START = "Given the information above,"
+
+
+def patch_system_prompt() -> str:
+    """The paper's system prompt with its output-format section replaced by :data:`PATCH_FORMAT_INSTRUCTIONS`."""
+    start = WORLD_MODEL_SYSTEM_PROMPT.index(_FORMAT_START)
+    return WORLD_MODEL_SYSTEM_PROMPT[:start] + PATCH_FORMAT_INSTRUCTIONS
+
+
+__all__ = [
+    "PATCH_HEADER",
+    "EDIT_OPERATIONS",
+    "PATCH_FORMAT_INSTRUCTIONS",
+    "PatchEdit",
+    "patch_from_trees",
+    "format_patch",
+    "parse_patch",
+    "apply_patch",
+    "format_patch_target",
+    "parse_patch_output",
+    "patch_system_prompt",
+]

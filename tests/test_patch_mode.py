@@ -1,0 +1,172 @@
+"""Patch mode of the world model: edits derived from real trees, parsed and applied without raising."""
+
+from __future__ import annotations
+
+import pytest
+
+from dynaweb_env.data.io import read_trajectories
+from dynaweb_env.llm.base import Generation
+from dynaweb_env.world_model import WebWorldModel, WorldModelRequest
+from dynaweb_env.world_model.model import OUTPUT_MODES
+from dynaweb_env.world_model.patch import (
+    PATCH_HEADER,
+    PatchEdit,
+    apply_patch,
+    format_patch,
+    format_patch_target,
+    parse_patch,
+    parse_patch_output,
+    patch_from_trees,
+    patch_system_prompt,
+)
+from dynaweb_env.world_model.prompts import TREE_HEADER, WORLD_MODEL_SYSTEM_PROMPT, world_model_system_prompt
+from dynaweb_trainer.world_model_sft import BUILTIN_TRAJECTORIES, is_terminal_transition, world_model_example
+
+TREE = "RootWebArea 'Form', focused\n\tStaticText 'Enter a name'\n\t[13] textbox ''\n\t[15] button 'Submit'"
+
+
+def real_transitions():
+    return [(t, i) for t in read_trajectories(BUILTIN_TRAJECTORIES) for i in range(len(t.steps) - 1)]
+
+
+def test_patch_roundtrip_on_every_real_transition():
+    transitions = real_transitions()
+    assert len(transitions) > 50
+    sizes = []
+    for trajectory, index in transitions:
+        before, after = trajectory.steps[index], trajectory.steps[index + 1]
+        target = format_patch_target("changes", after.url, before.axtree, after.axtree, False)
+        prediction = parse_patch_output(target, before.url, before.axtree)
+        assert prediction.error is None, (trajectory.id, index, prediction.error)
+        assert prediction.axtree.splitlines() == after.axtree.splitlines(), (trajectory.id, index)
+        assert prediction.url == after.url
+        sizes.append(len(patch_from_trees(before.axtree, after.axtree)))
+    # A patch is far shorter than the tree: that is the point of the mode.
+    assert sum(sizes) / len(sizes) < 5
+
+
+@pytest.mark.parametrize(
+    "after",
+    [
+        TREE,  # unchanged: no edits
+        TREE.replace("[13] textbox ''", "[13] textbox 'Ann', focused"),
+        "New root\n" + TREE,  # insertion at the top
+        TREE + "\n\tStaticText 'Thanks'\n\tStaticText 'Thanks'",  # duplicate lines
+        TREE.replace("\tStaticText 'Enter a name'\n", ""),  # removal of a line without a bid
+        "[15] button 'Submit'\n\t[13] textbox ''",  # reordered, and an indented line un-indented
+        "",
+    ],
+)
+def test_patch_from_trees_gives_after_exactly(after):
+    edits = patch_from_trees(TREE, after)
+    parsed, problems = parse_patch(format_patch(edits))
+    assert not problems and parsed == edits
+    tree, problems = apply_patch(TREE, parsed)
+    assert not problems
+    assert tree.splitlines() == after.splitlines()
+    assert (edits == []) == (after == TREE)
+
+
+def test_references_prefer_bids_then_text_then_line_numbers():
+    before = "RootWebArea 'x'\n\tStaticText 'a'\n\tStaticText 'a'\n\t[7] link 'go'"
+    after = "RootWebArea 'y'\n\tStaticText 'a'\n\tStaticText 'b'\n\t[7] link 'go', focused"
+    rendered = format_patch(patch_from_trees(before, after))
+    assert "CHANGE \"RootWebArea 'x'\": RootWebArea 'y'" in rendered
+    assert "CHANGE #3: StaticText 'b'" in rendered  # duplicated text: only a line number is unambiguous
+    assert "CHANGE [7]: [7] link 'go', focused" in rendered
+
+
+def test_malformed_and_unknown_edits_are_reported_and_skipped():
+    text = "\n".join(
+        [
+            "CHANGE [13]: [13] textbox 'Ann'",  # indentation kept from the replaced line
+            "REMOVE [99]",  # unknown bid
+            "ADD [15]: [20] StaticText 'x'",  # ADD without 'after'
+            "CHANGE [15]:",  # no node line
+            "REMOVE [15]: extra",
+            "the page shows a dialog",  # prose
+            "- ADD after [15]: \t[21] StaticText 'Done'",  # a bullet is tolerated
+            "REMOVE \"StaticText 'Enter a name'\"",
+        ]
+    )
+    edits, problems = parse_patch(text)
+    assert len(problems) == 4
+    tree, unapplied = apply_patch(TREE, edits)
+    assert unapplied == ["REMOVE [99]: no such line in the current tree; skipped"]
+    assert tree.splitlines() == [
+        "RootWebArea 'Form', focused",
+        "\t[13] textbox 'Ann'",
+        "\t[15] button 'Submit'",
+        "\t[21] StaticText 'Done'",
+    ]
+
+
+def test_conflicting_edits_are_reported():
+    tree, problems = apply_patch(TREE, [PatchEdit("REMOVE", "[13]"), PatchEdit("CHANGE", "[13]", "x")])
+    assert problems and "[13]" not in tree
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "garbage", "```\n[Next page edits]\nREMOVE [13]\n```", f"{PATCH_HEADER}\nCHANGE [13]: [13] textbox 'A"],
+)
+def test_parse_patch_output_never_raises(text):
+    prediction = parse_patch_output(text, "u", TREE, finish_reason="length")
+    assert prediction.error
+    assert prediction.url == "u"
+
+
+def test_parse_patch_output_reads_url_terminal_and_falls_back_to_a_full_tree():
+    text = f"[Web state changes]\nsubmitted\n{PATCH_HEADER}\nURL: file:///done.html\nREMOVE [15]\n[Episode ended]"
+    prediction = parse_patch_output(text, "u", TREE)
+    assert prediction.error is None and prediction.terminal and prediction.url == "file:///done.html"
+    assert prediction.changes == "submitted" and "[15]" not in prediction.axtree
+    full = f"[Web state changes]\nnothing\n{TREE_HEADER}\nRootWebArea 'Other'\n\t[3] button 'A'"
+    prediction = parse_patch_output(full, "u", TREE)
+    assert "instead of" in prediction.error and prediction.axtree.startswith("RootWebArea 'Other'")
+    missing = parse_patch_output("[Web state changes]\nno edits section", "u", TREE)
+    assert missing.fallback and missing.axtree == TREE
+
+
+def test_patch_prompt_replaces_only_the_format_section():
+    prompt = patch_system_prompt()
+    head = WORLD_MODEL_SYSTEM_PROMPT.split("Given the information above")[0]
+    assert prompt.startswith(head) and PATCH_HEADER in prompt and TREE_HEADER not in prompt
+    assert prompt != world_model_system_prompt()
+
+
+class EchoPatchBackend:
+    """A backend that answers every prompt with one fixed patch and records the prompts."""
+
+    def __init__(self, text):
+        self.text, self.calls = text, []
+
+    def generate(self, conversations, params):
+        self.calls.append(conversations)
+        return [Generation(text=self.text, completion_ids=[1, 2, 3]) for _ in conversations]
+
+
+def test_world_model_patch_mode_is_one_batched_call():
+    assert set(OUTPUT_MODES) >= {"tree", "patch"}
+    backend = EchoPatchBackend(f"[Web state changes]\ntyped\n{PATCH_HEADER}\nCHANGE [13]: [13] textbox 'Ann'")
+    world_model = WebWorldModel(backend, output_mode="patch")
+    requests = [WorldModelRequest("g", "u", TREE, "type [13] [Ann]")] * 3
+    predictions = world_model.predict(requests, seed=0)
+    assert len(backend.calls) == 1 and len(backend.calls[0]) == 3
+    assert backend.calls[0][0][0]["content"] == patch_system_prompt()
+    assert all("[13] textbox 'Ann'" in p.axtree and p.error is None for p in predictions)
+    tree_mode = WebWorldModel(EchoPatchBackend("x"))
+    assert tree_mode.build_messages(requests[0])[0]["content"] == world_model_system_prompt()
+
+
+def test_sft_patch_targets_reproduce_the_next_tree():
+    for trajectory, index in real_transitions()[:20]:
+        example = world_model_example(trajectory, index, output_mode="patch")
+        if example is None:
+            continue
+        messages, target = example
+        assert messages[0]["content"] == patch_system_prompt()
+        before, after = trajectory.steps[index], trajectory.steps[index + 1]
+        prediction = parse_patch_output(target, before.url, before.axtree)
+        assert prediction.axtree.splitlines() == after.axtree.splitlines()
+        assert prediction.terminal == is_terminal_transition(trajectory, index)
