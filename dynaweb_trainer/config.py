@@ -99,6 +99,9 @@ class GSPOConfig(GRPOConfig):
             Policy model: an embedded name (`smollm2-135m`, `tiny-random`), a local checkpoint or a hub id.
         response_style (`str`, *optional*, defaults to `"compact"`):
             `"compact"` (REASON + ACTION) or `"paper"` (the paper's five sections), see `dynaweb_env.agent`.
+        system_prompt (`str` or `None`, *optional*, defaults to `None`):
+            Policy system prompt; `None` uses `dynaweb_env.agent.policy_system_prompt(response_style)` (appendix
+            A.1). Set it only for a policy fine-tuned with another prompt (or tiny test policies).
         max_axtree_chars (`int`, *optional*, defaults to `4000`):
             Accessibility trees in policy prompts are cut to this many characters at line boundaries with
             `dynaweb_env.observation.truncate_axtree` (the one way long trees are cut); `0` never cuts.
@@ -190,6 +193,10 @@ class GSPOConfig(GRPOConfig):
     policy: str = field(default="smollm2-135m", metadata={"help": "Policy model: embedded name, local path or hub id."})
     response_style: str = field(
         default="compact", metadata={"help": "Policy response format.", "choices": list(RESPONSE_STYLES)}
+    )
+    system_prompt: str | None = field(
+        default=None,
+        metadata={"help": "Policy system prompt override (default: the paper's prompt for response_style)."},
     )
     max_axtree_chars: int = field(
         default=4000, metadata={"help": "Cut trees in policy prompts to this many characters (0: never)."}

@@ -13,13 +13,13 @@ flow around the loss:
 - **Rollouts.** :class:`DynaWebRollout` is TRL's ``rollout_func``: it runs the groups on the vector
   envs with :func:`~dynaweb_trainer.rollout.run_episodes` (one batched policy call per turn, one env
   step per turn), and returns token ids, sampling log-probs and ``env_mask``.
-- **Expert interleaving.** Each slot is replaced with probability ``expert_frac`` by a real expert
-  trajectory of the same task, encoded exactly as a rollout (:mod:`~dynaweb_trainer.encoding`) and
-  rewarded with its real reward. Its sampling log-probs are NaN: the policy did not sample those
-  tokens. TRL uses sampling log-probs only to correct vLLM/trainer mismatch (and in the optional
-  off-policy mask), and treats NaN as "no correction" there; GSPO's own ratio s_i compares the
-  current policy with π_old recomputed by the trainer, so expert slots enter eq. 8 like any
-  other member of the group.
+- **Expert interleaving.** Each slot is replaced with probability ``expert_frac`` (stratified
+  within each group, see :func:`expert_slots`) by a real expert trajectory of the same task,
+  encoded exactly as a rollout (:mod:`~dynaweb_trainer.encoding`) and rewarded with its real
+  reward. Its sampling log-probs are NaN: the policy did not sample those tokens. TRL uses
+  sampling log-probs only to correct vLLM/trainer mismatch (and in the optional off-policy mask)
+  and treats NaN as "no correction" there; GSPO's own ratio s_i compares the current policy with
+  π_old recomputed by the trainer, so expert slots enter eq. 8 like any other group member.
 - **Reward and metrics.** :func:`environment_reward` returns the env's reward and logs success
   rate, expert share, episode lengths, world-model format errors and rollout throughput.
 """
@@ -302,9 +302,8 @@ class DynaWebRollout:
         self.calls += 1
         results: list[EpisodeResult | None] = [None] * len(prompts)
         if self.experts is not None and args.expert_frac > 0:
-            for index, query in enumerate(queries):
-                if rng.random() >= args.expert_frac:
-                    continue
+            for index in expert_slots(prompts, args.expert_frac, rng):
+                query = queries[index]
                 trajectory = self.experts.sample(query["task_id"], query["options"].get("task_seed"), rng)
                 if trajectory is None:
                     continue
@@ -337,6 +336,27 @@ class DynaWebRollout:
             setattr(self.total_stats, key, getattr(self.total_stats, key) + value)
         self.last_results = list(results)
         return rollout_output(results, stats)
+
+
+def expert_slots(prompts: Sequence[str], expert_frac: float, rng: np.random.Generator) -> list[int]:
+    """Which slots an expert trajectory replaces: each with marginal probability ``expert_frac``.
+
+    The draw is stratified by group (a run of identical prompts): a group of G gets
+    ``floor(expert_frac * G)`` experts, plus one with probability equal to the fractional part, at
+    random positions. Independent per-slot draws have the same marginals but often give a group no
+    expert or only experts, which leaves it without the contrast GSPO's group advantage needs.
+    """
+    slots: list[int] = []
+    start = 0
+    while start < len(prompts):
+        end = start
+        while end < len(prompts) and prompts[end] == prompts[start]:
+            end += 1
+        expected = expert_frac * (end - start)
+        count = int(expected) + int(rng.random() < expected - int(expected))
+        slots.extend(sorted(start + int(i) for i in rng.choice(end - start, size=count, replace=False)))
+        start = end
+    return slots
 
 
 def rollout_output(results: Sequence[EpisodeResult], stats: RolloutStats) -> dict[str, Any]:
@@ -509,7 +529,8 @@ class DynaWebTrainer(GRPOTrainer):
         if expert_trajectories is None and args.expert_frac > 0:
             expert_trajectories = load_expert_trajectories(args.expert_trajectories)
         experts = ExpertPool(expert_trajectories or [], args.agent_max_steps)
-        encoder = EpisodeEncoder(processing_class, policy_system_prompt(args.response_style), args.max_axtree_chars)
+        system_prompt = args.system_prompt or policy_system_prompt(args.response_style)
+        encoder = EpisodeEncoder(processing_class, system_prompt, args.max_axtree_chars)
         rollout = DynaWebRollout(args, encoder, experts, vector_envs, real_tasks)
         self.clock = _RunClock()
         super().__init__(
@@ -717,6 +738,7 @@ __all__ = [
     "completion_logps_and_entropies",
     "build_train_dataset",
     "environment_reward",
+    "expert_slots",
     "last_checkpoint",
     "load_expert_trajectories",
     "load_policy",

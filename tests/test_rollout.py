@@ -170,31 +170,30 @@ def test_expert_slots_carry_expert_tokens_and_reward(tokenizer):
     )
     assert policy.batches == []  # no episode was run for replaced slots
 
-    # With expert_frac 0.5 about half of the slots are replaced, the rest are rollouts.
-    rollout.args = GSPOConfig(
-        output_dir="/tmp/unused",
-        expert_frac=0.5,
-        environment="real",
-        num_generations=2,
-        per_device_train_batch_size=4,
-        max_turn_tokens=16,
-        max_completion_length=512,
-        seed=3,
-    )
-    shares = []
+    # With expert_frac 0.5 each group of 2 gets exactly one expert; with 0.25, one in half of the groups.
+    shares = {}
     trainer_module.trainer_policy = lambda _trainer: _Context(policy)
     try:
-        for step in range(6):
-            trainer.state.global_step = step
-            output = rollout(prompts * 2, trainer)
-            shares.append(np.mean(output["is_expert"]))
-            for row, source in enumerate(output["source"]):
-                if source == "real":
-                    assert output["reward"][row] == float(output["success"][row])
-                    assert output["logprobs"][row][0] == -0.25
+        for expert_frac in (0.5, 0.25):
+            rollout.args = GSPOConfig(output_dir="/tmp/unused", expert_frac=expert_frac, environment="real",
+                                      num_generations=2, per_device_train_batch_size=4, max_turn_tokens=16,
+                                      max_completion_length=512, seed=3)  # fmt: skip
+            shares[expert_frac] = []
+            for step in range(8):
+                trainer.state.global_step = step
+                output = rollout(prompts * 2, trainer)
+                shares[expert_frac].append(np.mean(output["is_expert"]))
+                groups = [output["is_expert"][i : i + 2] for i in range(0, 8, 2)]
+                if expert_frac == 0.5:
+                    assert all(sum(group) == 1 for group in groups)
+                for row, source in enumerate(output["source"]):
+                    if source == "real":
+                        assert output["reward"][row] == float(output["success"][row])
+                        assert output["logprobs"][row][0] == -0.25
     finally:
         trainer_module.trainer_policy = original
-    assert 0.3 < np.mean(shares) < 0.7 and len(set(shares)) > 1
+    assert shares[0.5] == [0.5] * 8
+    assert 0.1 < np.mean(shares[0.25]) < 0.4 and len(set(shares[0.25])) > 1
 
     metrics = {}
     rewards = environment_reward(
