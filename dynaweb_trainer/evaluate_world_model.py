@@ -1,0 +1,399 @@
+"""``dynaweb-eval-wm``: world-model fidelity on held-out real transitions, several world models side by side.
+
+For every world model (and output mode) on the same held-out trajectories (default: the shipped data's
+``test`` split) it measures:
+
+- **one step**, on every real transition ``(o_t, a_t, o_{t+1})``: format validity (parsed with no error and
+  no fallback), precision / recall / F1 of the predicted next tree's node lines against the real ones
+  (multisets of :func:`~dynaweb_env.observation.axtree_nodes`: whitespace-normalised, bids kept), exact match,
+  URL accuracy, terminal accuracy (``[Episode ended]`` vs the real end of episode), tokens generated and
+  latency per transition (one batched ``generate`` call per batch; latency = batch time / batch size);
+- **multi-step drift**: from the first state of each trajectory the model is fed its *own* predictions with
+  the real actions; the prediction at depth ``d`` is scored against the real page ``d`` steps ahead
+  (``d = 1..max_depth``), one batched call per depth;
+- **judge accuracy** against real task rewards: the model as :class:`~dynaweb_env.world_model.TrajectoryJudge`
+  (as DreamWeb-v0 uses it by default) judges the real trajectories. The shipped data holds only successes,
+  so failures are made by *truncating* each successful trajectory before its last action (its final page is
+  the one before that action, reward 0); real failed trajectories in the data are judged as they are.
+
+``copy`` is a reference world model that predicts "nothing changes" (the current page), without an LLM.
+
+Command line::
+
+    dynaweb-eval-wm --world-models copy tiny-random --limit 2 --max-depth 2 --max-new-tokens 16
+    dynaweb-eval-wm --world-models smollm2-135m runs/wm-smollm2 --output-modes tree patch --limit 4
+
+Writes ``--output`` (JSON with the exact command, the summary table and per-transition records) and a PNG
+plot of F1 vs dream depth beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from dynaweb_env.actions import parse_action
+from dynaweb_env.data.schema import Trajectory
+from dynaweb_env.llm.base import SamplingParams
+from dynaweb_env.observation import axtree_nodes
+from dynaweb_env.world_model.judge import JudgeRequest, JudgeStep, TrajectoryJudge
+from dynaweb_env.world_model.model import OUTPUT_MODES, WebWorldModel, WorldModelRequest
+from dynaweb_env.world_model.parsing import WorldModelPrediction
+
+from .world_model_sft import is_terminal_transition, load_trajectories
+
+#: The reference world model that copies the current page.
+COPY_MODEL = "copy"
+DEFAULT_OUTPUT = "runs/eval-wm/wm_eval.json"
+
+
+def tree_scores(predicted: str, real: str) -> dict[str, float]:
+    """Precision, recall, F1 of predicted node lines against real ones (multisets) and exact match."""
+    predicted_nodes, real_nodes = Counter(axtree_nodes(predicted)), Counter(axtree_nodes(real))
+    hits = sum((predicted_nodes & real_nodes).values())
+    precision = hits / sum(predicted_nodes.values()) if predicted_nodes else float(not real_nodes)
+    recall = hits / sum(real_nodes.values()) if real_nodes else float(not predicted_nodes)
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {
+        "precision": precision,
+        "recall": recall,
+        "f1": f1,
+        "exact": float(axtree_nodes(predicted) == axtree_nodes(real)),
+    }
+
+
+class _CopyWorldModel:
+    """Predicts that the page does not change (a floor every learned world model should beat)."""
+
+    output_mode = "tree"
+
+    def predict(self, requests: Sequence[WorldModelRequest], seed: int | None = None) -> list[WorldModelPrediction]:
+        return [WorldModelPrediction("no change", r.axtree, r.url) for r in requests]
+
+
+def _request(trajectory: Trajectory, index: int, url: str, axtree: str) -> WorldModelRequest:
+    previous = trajectory.steps[index - 1].action if index > 0 else ""
+    return WorldModelRequest(trajectory.goal, url, axtree, trajectory.steps[index].action, previous)
+
+
+def _timed_predict(world_model: Any, requests: list[WorldModelRequest], batch_size: int, seed: int, desc: str):
+    """Predict in batches (one backend call each) with a progress bar; per-request seconds and tokens."""
+    from tqdm.auto import tqdm
+
+    predictions, seconds, tokens = [], [], []
+    backend = getattr(world_model, "backend", None)
+    bar = tqdm(total=len(requests), desc=desc, unit="tr", file=sys.stderr, leave=False)
+    for start in range(0, len(requests), batch_size):
+        batch = requests[start : start + batch_size]
+        counted = _TokenCounter(backend) if backend is not None else None
+        if counted is not None:
+            world_model.backend = counted
+        began = time.perf_counter()
+        try:
+            predictions.extend(world_model.predict(batch, seed=seed + start))
+        finally:
+            if counted is not None:
+                world_model.backend = backend
+        elapsed = time.perf_counter() - began
+        seconds.extend([elapsed / len(batch)] * len(batch))
+        tokens.extend(counted.tokens if counted is not None else [0] * len(batch))
+        bar.update(len(batch))
+    bar.close()
+    return predictions, seconds, tokens
+
+
+class _TokenCounter:
+    """Wraps a backend to record the completion tokens of each generation of the last call."""
+
+    def __init__(self, backend: Any):
+        self.backend, self.tokens = backend, []
+        self.model_name = getattr(backend, "model_name", type(backend).__name__)
+
+    def generate(self, conversations, params):
+        generations = self.backend.generate(conversations, params)
+        self.tokens = [len(g.completion_ids) for g in generations]
+        return generations
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return round(sum(values) / len(values), 4) if values else None
+
+
+def evaluate_one_step(world_model: Any, trajectories: Sequence[Trajectory], batch_size: int, seed: int, label: str):
+    transitions = [(t, i) for t in trajectories for i in range(len(t.steps) - 1) if t.steps[i].action.strip()]
+    requests = [_request(t, i, t.steps[i].url, t.steps[i].axtree) for t, i in transitions]
+    predictions, seconds, tokens = _timed_predict(world_model, requests, batch_size, seed, f"{label}: one step")
+    records = []
+    for (trajectory, index), prediction, second, token in zip(transitions, predictions, seconds, tokens, strict=True):
+        real = trajectory.steps[index + 1]
+        records.append(
+            {
+                "trajectory": trajectory.id,
+                "index": index,
+                "valid": prediction.error is None and not prediction.fallback,
+                **tree_scores(prediction.axtree, real.axtree),
+                "url_correct": prediction.url.strip() == real.url.strip(),
+                "terminal_correct": prediction.terminal == is_terminal_transition(trajectory, index),
+                "tokens": token,
+                "seconds": round(second, 3),
+                "error": prediction.error,
+            }
+        )
+    return records
+
+
+def evaluate_drift(
+    world_model: Any, trajectories: Sequence[Trajectory], max_depth: int, batch_size: int, seed: int, label: str
+) -> dict[int, list[dict[str, float]]]:
+    """F1 / exact match at each dream depth, the model fed its own predictions along the real actions."""
+    states = {t.id: (t.steps[0].url, t.steps[0].axtree) for t in trajectories}
+    by_depth: dict[int, list[dict[str, float]]] = {}
+    for depth in range(1, max_depth + 1):
+        index = depth - 1
+        alive = [t for t in trajectories if index + 1 < len(t.steps) and t.steps[index].action.strip()]
+        if not alive:
+            break
+        requests = [_request(t, index, *states[t.id]) for t in alive]
+        predictions, _, _ = _timed_predict(world_model, requests, batch_size, seed, f"{label}: depth {depth}")
+        by_depth[depth] = []
+        for trajectory, prediction in zip(alive, predictions, strict=True):
+            states[trajectory.id] = (prediction.url, prediction.axtree)
+            by_depth[depth].append(tree_scores(prediction.axtree, trajectory.steps[index + 1].axtree))
+    return by_depth
+
+
+def judge_cases(trajectories: Sequence[Trajectory]) -> list[tuple[JudgeRequest, float, str]]:
+    """Real trajectories to judge with their true reward: each as recorded, and each success cut before its last
+    action (a failure: the task's final action was never taken)."""
+    cases = []
+    for trajectory in trajectories:
+        acted = [step for step in trajectory.steps if step.action.strip()]
+        for cut in (False, True):
+            if cut and not (trajectory.success and acted):
+                continue
+            steps = acted[:-1] if cut else acted
+            final = trajectory.steps[trajectory.steps.index(acted[-1])] if cut else trajectory.steps[-1]
+            answer = None
+            if steps:
+                try:
+                    parsed = parse_action(steps[-1].action)
+                except ValueError:  # a malformed recorded action is judged as an action, not an answer
+                    parsed = None
+                if parsed is not None and parsed.name == "stop":
+                    answer = parsed.args[0] if parsed.args else ""
+            request = JudgeRequest(
+                trajectory.goal,
+                tuple(JudgeStep(s.action, s.reasoning) for s in steps),
+                final.url,
+                final.axtree,
+                answer,
+            )
+            reward = 0.0 if cut else float(trajectory.reward)
+            cases.append((request, reward, f"{trajectory.id}{'/cut' if cut else ''}"))
+    return cases
+
+
+def evaluate_judge(backend: Any, trajectories: Sequence[Trajectory], max_new_tokens: int, seed: int):
+    judge = TrajectoryJudge(backend, SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens))
+    cases = judge_cases(trajectories)
+    verdicts = judge.judge([request for request, _, _ in cases], seed=seed)
+    return [
+        {
+            "trajectory": name,
+            "reward": reward,
+            "verdict": verdict.reward,
+            "correct": verdict.reward == (reward >= 0.5),
+            "error": verdict.error,
+        }
+        for (_, reward, name), verdict in zip(cases, verdicts, strict=True)
+    ]
+
+
+def summarise(records: list[dict], drift: dict[int, list[dict]], judged: list[dict] | None) -> dict[str, Any]:
+    def column(key: str) -> list[float]:
+        return [float(r[key]) for r in records]
+
+    summary = {
+        "transitions": len(records),
+        **{
+            k: _mean(column(k))
+            for k in (
+                "valid",
+                "precision",
+                "recall",
+                "f1",
+                "exact",
+                "url_correct",
+                "terminal_correct",
+                "tokens",
+                "seconds",
+            )
+        },
+        "drift": {
+            str(depth): {
+                "n": len(rows),
+                "f1": _mean([r["f1"] for r in rows]),
+                "exact": _mean([r["exact"] for r in rows]),
+            }
+            for depth, rows in drift.items()
+        },
+    }
+    if judged is not None:
+        summary["judge_accuracy"] = _mean([float(r["correct"]) for r in judged])
+        summary["judge_cases"] = len(judged)
+    return summary
+
+
+def format_table(results: dict[str, dict[str, Any]]) -> str:
+    """One row per world model: the one-step metrics, F1 at each depth and judge accuracy."""
+    depths = sorted({int(d) for r in results.values() for d in r["summary"]["drift"]})
+    head = ["world model", "valid", "P", "R", "F1", "exact", "URL", "term", "tok/tr", "s/tr"]
+    head += [f"F1@{d}" for d in depths] + ["judge"]
+    rows = [head]
+    for label, result in results.items():
+        s = result["summary"]
+
+        def fmt(value: Any, digits: int = 2) -> str:
+            return "-" if value is None else f"{value:.{digits}f}"
+
+        row = [label] + [
+            fmt(s[k]) for k in ("valid", "precision", "recall", "f1", "exact", "url_correct", "terminal_correct")
+        ]
+        row += [fmt(s["tokens"], 0), fmt(s["seconds"], 1)]
+        row += [fmt(s["drift"].get(str(d), {}).get("f1")) for d in depths]
+        row.append(fmt(s.get("judge_accuracy")))
+        rows.append(row)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)) for r in rows)
+
+
+def plot_drift(results: dict[str, dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(5, 3.5))
+    for label, result in results.items():
+        drift = result["summary"]["drift"]
+        depths = sorted(int(d) for d in drift)
+        axis.plot(depths, [drift[str(d)]["f1"] for d in depths], marker="o", label=label)
+    axis.set_xlabel("dream depth (steps fed its own predictions)")
+    axis.set_ylabel("next-tree node F1")
+    axis.set_ylim(0, 1.05)
+    axis.set_title("World-model drift on held-out real trajectories")
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def build_world_model(spec: str, output_mode: str, max_new_tokens: int, temperature: float, max_axtree_chars: int):
+    if spec == COPY_MODEL:
+        return _CopyWorldModel()
+    from dynaweb_env.llm import make_backend
+
+    sampling = SamplingParams(temperature=temperature, top_p=0.9, max_new_tokens=max_new_tokens)
+    return WebWorldModel(make_backend(spec), sampling, max_axtree_chars=max_axtree_chars, output_mode=output_mode)
+
+
+def evaluate_world_models(args: argparse.Namespace, command: str) -> dict[str, Any]:
+    trajectories = load_trajectories(args.data, args.split)[: args.limit or None]
+    results: dict[str, dict[str, Any]] = {}
+    for spec in args.world_models:
+        for mode in ["tree"] if spec == COPY_MODEL else args.output_modes:
+            label = spec if len(args.output_modes) == 1 or spec == COPY_MODEL else f"{spec} [{mode}]"
+            world_model = build_world_model(spec, mode, args.max_new_tokens, args.temperature, args.max_axtree_chars)
+            began = time.perf_counter()
+            records = evaluate_one_step(world_model, trajectories, args.batch_size, args.seed, label)
+            drift = evaluate_drift(world_model, trajectories, args.max_depth, args.batch_size, args.seed, label)
+            judged = None
+            if args.judge and spec != COPY_MODEL and mode == args.output_modes[0]:
+                judged = evaluate_judge(world_model.backend, trajectories, args.judge_max_new_tokens, args.seed)
+            results[label] = {
+                "spec": spec,
+                "output_mode": mode,
+                "summary": summarise(records, drift, judged),
+                "seconds": round(time.perf_counter() - began, 1),
+                "transitions": records,
+                "judge": judged,
+            }
+    output = Path(args.output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    report = {
+        "command": command,
+        "data": [str(p) for p in args.data] if args.data else "builtin miniwob_small.jsonl",
+        "split": args.split,
+        "trajectories": len(trajectories),
+        "settings": {
+            k: getattr(args, k)
+            for k in ("max_depth", "max_new_tokens", "temperature", "batch_size", "max_axtree_chars", "seed", "limit")
+        },
+        "table": format_table(results),
+        "results": results,
+    }
+    output.write_text(json.dumps(report, indent=2) + "\n")
+    plot_drift(results, output.with_suffix(".png"))
+    return report
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="dynaweb-eval-wm", description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--world-models",
+        nargs="+",
+        default=["smollm2-135m"],
+        help="Backend specs (smollm2-135m, tiny-random, a model or LoRA-adapter dir) or 'copy'.",
+    )
+    parser.add_argument(
+        "--output-modes",
+        nargs="+",
+        default=["tree"],
+        choices=sorted(OUTPUT_MODES),
+        help="Output modes to evaluate each world model in.",
+    )
+    parser.add_argument("--data", nargs="+", default=None, help="Trajectory JSONL files (default: shipped data).")
+    parser.add_argument("--split", default="test", help="metadata['split'] to keep ('all': every trajectory).")
+    parser.add_argument("--limit", type=int, default=0, help="Use the first N trajectories (0: all).")
+    parser.add_argument("--max-depth", type=int, default=3, help="Deepest dream depth of the drift measure.")
+    parser.add_argument("--max-new-tokens", type=int, default=512, help="Token budget of one prediction.")
+    parser.add_argument("--temperature", type=float, default=0.0, help="World-model sampling temperature.")
+    parser.add_argument("--batch-size", type=int, default=8, help="Transitions per generate call.")
+    parser.add_argument("--max-axtree-chars", type=int, default=6000, help="Current-tree budget in the prompt.")
+    parser.add_argument("--judge", action=argparse.BooleanOptionalAction, default=True, help="Measure the judge.")
+    parser.add_argument("--judge-max-new-tokens", type=int, default=128, help="Token budget of one verdict.")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--output", default=DEFAULT_OUTPUT, help="JSON report (the PNG goes beside it).")
+    args = parser.parse_args(argv)
+    if args.split.lower() in ("all", "none", ""):
+        args.split = None
+    for name in ("limit", "max_depth", "max_new_tokens", "batch_size", "max_axtree_chars", "judge_max_new_tokens"):
+        if getattr(args, name) < (0 if name in ("limit", "max_axtree_chars") else 1):
+            parser.error(f"--{name.replace('_', '-')} is out of range: {getattr(args, name)}")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Entry point of ``dynaweb-eval-wm``: evaluate, print the table, write JSON and PNG."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    report = evaluate_world_models(parse_args(argv), shlex.join(["dynaweb-eval-wm", *argv]))
+    print(report["table"])
+    return report
+
+
+def cli() -> None:
+    main()
+
+
+__all__ = ["COPY_MODEL", "tree_scores", "judge_cases", "evaluate_world_models", "format_table", "main", "cli"]
+
+
+if __name__ == "__main__":
+    cli()

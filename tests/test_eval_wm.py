@@ -1,0 +1,74 @@
+"""dynaweb-eval-wm: fidelity metrics, judge cases and the side-by-side run (tiny models only)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dynaweb_trainer.evaluate_world_model import judge_cases, main, parse_args, tree_scores
+from dynaweb_trainer.world_model_sft import load_trajectories
+
+TREE = "RootWebArea 'x'\n\t[1] button 'a'\n\t[2] button 'b'"
+
+
+def test_tree_scores_are_multiset_precision_recall():
+    assert tree_scores(TREE, TREE) == {"precision": 1.0, "recall": 1.0, "f1": 1.0, "exact": 1.0}
+    scores = tree_scores("RootWebArea 'x'\n   [1]   button 'a'", TREE)  # whitespace-normalised
+    assert scores["precision"] == 1.0 and scores["recall"] == pytest.approx(2 / 3) and scores["exact"] == 0.0
+    assert tree_scores("[9] link 'z'", TREE)["f1"] == 0.0
+
+
+def test_judge_cases_pair_each_success_with_a_truncated_failure():
+    trajectories = load_trajectories(None, "test")
+    cases = judge_cases(trajectories)
+    assert len(cases) == 2 * sum(t.success for t in trajectories)
+    for (request, reward, name), trajectory in zip(cases[::2], trajectories, strict=True):
+        cut_request, cut_reward, cut_name = cases[trajectories.index(trajectory) * 2 + 1]
+        assert reward == 1.0 and cut_reward == 0.0 and cut_name == f"{name}/cut"
+        assert len(cut_request.steps) == len(request.steps) - 1
+        assert request.final_axtree == trajectory.steps[-1].axtree
+        # The cut trajectory ends on the page its missing last action was taken on.
+        last_acted = max(i for i, step in enumerate(trajectory.steps) if step.action.strip())
+        assert cut_request.final_axtree == trajectory.steps[last_acted].axtree
+
+
+def test_bad_arguments_are_rejected():
+    with pytest.raises(SystemExit):
+        parse_args(["--max-depth", "0"])
+    with pytest.raises(SystemExit):
+        parse_args(["--output-modes", "xml"])
+
+
+def test_side_by_side_run_writes_json_table_and_plot(tmp_path, capsys):
+    output = tmp_path / "eval.json"
+    argv = [
+        "--world-models",
+        "copy",
+        "tiny-random",
+        "--output-modes",
+        "tree",
+        "patch",
+        "--limit",
+        "2",
+        "--max-depth",
+        "2",
+        "--max-new-tokens",
+        "8",
+        "--judge-max-new-tokens",
+        "4",
+        "--output",
+        str(output),
+    ]
+    report = main(argv)
+    saved = json.loads(output.read_text())
+    assert saved["command"].startswith("dynaweb-eval-wm --world-models copy tiny-random")
+    assert set(saved["results"]) == {"copy", "tiny-random [tree]", "tiny-random [patch]"}
+    copy = saved["results"]["copy"]["summary"]
+    # Copying the page is a well-formed prediction with the right URL; it is exact only where nothing changed.
+    assert copy["valid"] == 1.0 and copy["url_correct"] == 1.0 and copy["tokens"] == 0
+    assert 0 < copy["f1"] < 1 and set(copy["drift"]) == {"1", "2"}
+    tiny = saved["results"]["tiny-random [tree]"]
+    assert tiny["summary"]["tokens"] > 0 and tiny["summary"]["judge_cases"] == 4 and tiny["judge"]
+    assert (tmp_path / "eval.png").stat().st_size > 1000
+    assert "copy" in capsys.readouterr().out and report["table"] == saved["table"]
