@@ -467,17 +467,29 @@ def parse_config(argv: Sequence[str] | None = None) -> PolicySFTConfig:
     return config
 
 
-def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    """Entry point of ``dynaweb-sft``: parse ``argv`` (and ``--config x.yaml``), train, print the summary."""
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``dynaweb-sft``: parse ``argv`` (and ``--config x.yaml``), train, print the summary.
+
+    Returns:
+        ``0`` on success; ``2`` (with the reason on stderr) when the data or a checkpoint to resume is
+        missing or unusable, before any model is loaded.
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
-    summary = train_policy_sft(parse_config(argv), command=shlex.join(["dynaweb-sft", *argv]))
+    try:
+        config = parse_config(argv)
+        _resolve_checkpoint(config)
+        trajectories = load_expert_trajectories(config.dataset_path, config.dataset_split, config.successful_only)
+    except (FileNotFoundError, ValueError) as error:
+        print(f"dynaweb-sft: error: {error}", file=sys.stderr)
+        return 2
+    summary = train_policy_sft(config, trajectories, command=shlex.join(["dynaweb-sft", *argv]))
     print(format_summary(summary))
-    return summary
+    return 0
 
 
 def cli() -> None:
-    """Console-script wrapper of :func:`main` (exit status 0 on success)."""
-    main()
+    """Console-script wrapper of :func:`main`."""
+    raise SystemExit(main())
 
 
 if __name__ == "__main__":

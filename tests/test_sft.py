@@ -19,6 +19,7 @@ from dynaweb_trainer.sft import (
     build_sft_example,
     build_sft_trainer,
     load_expert_trajectories,
+    main,
     parse_config,
     train_policy_sft,
 )
@@ -169,6 +170,16 @@ def test_full_fine_tuning_saves_a_model(tmp_path):
 def test_resume_without_checkpoint_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="no checkpoint"):
         train_policy_sft(tiny_config(tmp_path, resume_from_checkpoint="last"), [make_trajectory(0)])
+
+
+def test_command_line_reports_bad_data_before_loading_a_model(tmp_path, capsys):
+    corrupt = tmp_path / "corrupt.jsonl"
+    corrupt.write_text("{not json\n")
+    assert main(["--dataset_path", str(tmp_path / "missing.jsonl"), "--output_dir", str(tmp_path / "o")]) == 2
+    assert "expert trajectory file not found" in capsys.readouterr().err
+    with pytest.warns(UserWarning, match="corrupt.jsonl:1"):
+        assert main(["--dataset_path", str(corrupt), "--output_dir", str(tmp_path / "o")]) == 2
+    assert "no trajectories in" in capsys.readouterr().err
 
 
 def well_formed(response: str) -> bool:
