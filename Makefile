@@ -38,7 +38,9 @@ $(STAMPS)/model: $(STAMPS)/package
 	@$(PYTHON) -m dynaweb_env.models prepare
 	@touch $@
 
+# The main job: one dream printed step by step, then DynaWeb GSPO training (dreams + experts).
 demo: setup
+	dynaweb-dream
 	dynaweb-train --env dream --expert-frac 0.5
 
 test: setup
