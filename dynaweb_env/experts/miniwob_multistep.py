@@ -87,21 +87,44 @@ def _type_or_submit(fields: list[tuple[AxNode, str]], submit: AxNode) -> tuple[s
 # ---------------------------------------------------------------------------- one- and two-step tasks
 
 
+def _focused(node: AxNode) -> bool:
+    return node.attributes.get("focused", "").lower() == "true"
+
+
+def _press(observation: dict[str, str], button: AxNode) -> tuple[str, str]:
+    """Click ``button``, or, once a click on it failed, focus it with Tab and press Enter.
+
+    Buttons placed at random can overlap: a click on the centre of a covered one times out, and
+    only the keyboard reaches it.
+    """
+    last = observation.get("last_action", "")
+    blocked = last == f"click [{button.bid}]" and observation.get("last_action_error", "")
+    if blocked or last == "press [Tab]":
+        if _focused(button):
+            return f"'{button.name}' [{button.bid}] has the focus; Enter presses it.", "press [Enter]"
+        return (
+            f"A click cannot reach '{button.name}' [{button.bid}] (another element covers it); Tab moves the "
+            "focus towards it.",
+            "press [Tab]",
+        )
+    return f"The button labelled '{button.name}' is [{button.bid}]; I click it.", f"click [{button.bid}]"
+
+
 @register_expert
 class ClickTest2Expert(ExpertPolicy):
-    """``Click button ONE.`` (two buttons at random places)"""
+    """``Click button ONE.`` (two buttons at random places, which may overlap)"""
 
     task_id = "miniwob.click-test-2"
 
     def act(self, observation: dict[str, str]) -> tuple[str, str]:
         name = _goal_match(r"Click button (\S+?)\.?$", observation["goal"]).group(1)
         button = self.require(find_by_role_and_name(self.nodes(observation), "button", name), name, observation)
-        return f"The button labelled '{name}' is [{button.bid}]; I click it.", f"click [{button.bid}]"
+        return _press(observation, button)
 
 
 @register_expert
 class ClickButtonSequenceExpert(ExpertPolicy):
-    """``Click button ONE, then click button TWO.``"""
+    """``Click button ONE, then click button TWO.`` (buttons at random places, which may overlap)"""
 
     task_id = "miniwob.click-button-sequence"
 
@@ -110,10 +133,15 @@ class ClickButtonSequenceExpert(ExpertPolicy):
         nodes = self.nodes(observation)
         first_button = self.require(find_by_role_and_name(nodes, "button", first), f"button {first!r}", observation)
         second_button = self.require(find_by_role_and_name(nodes, "button", second), f"button {second!r}", observation)
-        # The page does not show which buttons were pressed: the previous action tells.
-        if last_action_targets(observation, "click") == first_button.bid:
-            return f"'{first}' was clicked last; now '{second}' [{second_button.bid}].", f"click [{second_button.bid}]"
-        return f"The sequence starts with '{first}' [{first_button.bid}].", f"click [{first_button.bid}]"
+        # The page does not show which buttons were pressed: the previous action tells, and a
+        # pressed button keeps the focus (a click reported as failed may still have landed).
+        last = observation.get("last_action", "")
+        clicked = last == f"click [{first_button.bid}]" and (
+            not observation.get("last_action_error") or _focused(first_button)
+        )
+        if clicked or (last == "press [Enter]" and _focused(first_button)):
+            return f"'{first}' was pressed last; now '{second}' [{second_button.bid}].", f"click [{second_button.bid}]"
+        return _press(observation, first_button)
 
 
 @register_expert
