@@ -73,6 +73,13 @@ RANDOM_WORDS = (
 )  # fmt: skip
 
 
+def expert_tasks() -> list[str]:
+    """The MiniWoB++ tasks with a registered scripted expert, sorted."""
+    from dynaweb_env.experts import EXPERTS
+
+    return sorted(task for task in EXPERTS if task.startswith("miniwob."))
+
+
 def split_of(task_seed: int) -> str:
     """``"test"`` for task seeds ``4 mod 5`` (one in five), else ``"train"``."""
     return "test" if task_seed % TEST_SEED_MODULUS == TEST_SEED_MODULUS - 1 else "train"
@@ -196,6 +203,10 @@ class CollectConfig(EvalConfig):
     Parameters:
         policy (`str`, *optional*, defaults to `"expert"`):
             ``expert``, ``explore``, or any policy reference ``dynaweb-eval`` accepts.
+        tasks (`list[str]`, *optional*):
+            Task ids (default: every MiniWoB++ task with a scripted expert).
+        seeds (`str`, *optional*, defaults to `"0-19"`):
+            Task seeds; ``dynaweb-eval`` defaults to ``100-109``, so default data and evaluation do not overlap.
         output (`str`, *optional*, defaults to `"trajectories.jsonl"`):
             JSONL file the trajectories are appended to (episodes already in it are skipped).
         epsilon (`float`, *optional*, defaults to `0.3`):
@@ -208,6 +219,9 @@ class CollectConfig(EvalConfig):
     """
 
     policy: str = field(default=EXPERT_POLICY, metadata={"help": "expert, explore, model name, checkpoint dir, spec."})
+    tasks: list[str] = field(default_factory=expert_tasks, metadata={"help": "BrowserGym task ids to collect on."})
+    seeds: str = field(default="0-19", metadata={"help": "Task seeds, e.g. 0-99 or 1,5,9."})
+    seed: int = field(default=0, metadata={"help": "Seeds exploration and model sampling."})
     output: str = field(default="trajectories.jsonl", metadata={"help": "JSONL file to append trajectories to."})
     epsilon: float = field(default=0.3, metadata={"help": "explore: probability of a random action per step."})
     batch_size: int | None = field(default=None, metadata={"help": "Episodes per written batch (default num_envs)."})
@@ -418,6 +432,7 @@ __all__ = [
     "EpisodeRecorder",
     "ExplorationBackend",
     "collect",
+    "expert_tasks",
     "main",
     "policy_label",
     "random_action",
