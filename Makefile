@@ -2,7 +2,9 @@
 SHELL := /bin/bash
 .SHELLFLAGS := -o pipefail -c
 PYTHON ?= python3
-PIP := $(PYTHON) -m pip --disable-pip-version-check --root-user-action=ignore -q
+export PIP_ROOT_USER_ACTION := ignore
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+PIP := $(PYTHON) -m pip -q
 STAMPS := .make-stamps
 EXTRAS := browser,train,dev
 
