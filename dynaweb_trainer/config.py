@@ -79,6 +79,8 @@ class GSPOConfig(GRPOConfig):
             World-model sampling temperature (Table 3).
         world_model_max_new_tokens (`int`, *optional*, defaults to `768`):
             Token budget of one world-model prediction (Table 3 allows 8,192 with a 120B model on GPUs).
+        judge_max_new_tokens (`int`, *optional*, defaults to `256`):
+            Token budget of one judge verdict (reasoning + verdict).
         dream_length (`int`, *optional*, defaults to `5`):
             Most steps per dream (paper: up to 5).
         start_states (`str` or `None`, *optional*, defaults to `None`):
@@ -173,6 +175,7 @@ class GSPOConfig(GRPOConfig):
     judge: str | None = field(default=None, metadata={"help": "Judge backend spec (default: the world model's)."})
     world_model_temperature: float = field(default=0.7, metadata={"help": "World-model temperature (Table 3: 0.7)."})
     world_model_max_new_tokens: int = field(default=768, metadata={"help": "Token budget of one WM prediction."})
+    judge_max_new_tokens: int = field(default=256, metadata={"help": "Token budget of one judge verdict."})
     dream_length: int = field(default=5, metadata={"help": "Most steps per dream (paper: up to 5)."})
     start_states: str | None = field(
         default=None, metadata={"help": "Trajectory JSONL (file or dir) of dream start states (default: shipped)."}
@@ -229,7 +232,7 @@ class GSPOConfig(GRPOConfig):
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {value}")
         positive = ("agent_max_steps", "dream_length", "max_turn_tokens", "real_task_seeds", "lora_r", "lora_alpha")
-        positive += ("world_model_max_new_tokens",)
+        positive += ("world_model_max_new_tokens", "judge_max_new_tokens")
         for name in positive:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -220,6 +220,7 @@ def make_vector_env(kind: str, args: GSPOConfig, num_envs: int, tasks: Sequence[
             include_intermediate=args.include_intermediate,
             world_model_temperature=args.world_model_temperature,
             max_new_tokens=args.world_model_max_new_tokens,
+            judge_max_new_tokens=args.judge_max_new_tokens,
             autoreset_mode=AutoresetMode.DISABLED,
         )
     if kind == "real":

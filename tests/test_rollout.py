@@ -245,3 +245,34 @@ def test_transformers_policy_tokens_are_the_sampled_ones(tokenizer):
     again = run_episodes(env, backend, encoder, options, SamplingParams(max_new_tokens=5, temperature=1.0),
                          max_steps=2, seed=0)  # fmt: skip
     assert [r.encoded.completion_ids for r in again] == [r.encoded.completion_ids for r in results]
+
+
+def test_dream_episodes_with_world_model_and_judge(tokenizer):
+    """On DreamWeb-v0 (tiny world model): valid clicks reach the world model, groups share a start."""
+    from dynaweb_env.data.start_states import load_start_states
+    from dynaweb_env.observation import axtree_element_ids
+    from dynaweb_trainer.trainer import make_vector_env
+
+    args = GSPOConfig(output_dir="/tmp/unused", world_model="tiny-random", world_model_max_new_tokens=12,
+                      judge_max_new_tokens=12, dream_length=2, agent_max_steps=3)  # fmt: skip
+    env = make_vector_env("dream", args, num_envs=3)
+    states = load_start_states(include_intermediate=False)
+    options = [{"start_state": states[0].to_dict()}] * 2 + [{"start_state": states[5].to_dict()}]
+
+    def click_first_element(prompt: str) -> str:
+        tree = prompt.rsplit("OBSERVATION:\n", 1)[1]
+        return f"REASON: try it.\nACTION: click [{axtree_element_ids(tree)[0]}]"
+
+    policy = ScriptedPolicy(tokenizer, click_first_element)
+    results = run_episodes(env, policy, EpisodeEncoder(tokenizer, max_axtree_chars=800), options,
+                           SamplingParams(max_new_tokens=16), max_steps=3, seed=0)  # fmt: skip
+    env.close()
+    assert [result.source for result in results] == ["dream"] * 3
+    assert results[0].observations[0] == results[1].observations[0] != results[2].observations[0]
+    assert results[0].task_id == states[0].task_id
+    for result in results:
+        # The dream ends by the world model's terminal page or at dream_length: never the agent limit.
+        assert 1 <= result.num_steps <= 2 and result.end_reason in ("terminated", "truncated")
+        assert result.reward in (0.0, 1.0) and "judge_reasoning" in result.final_info
+    # A 12-token random world model cannot write a well-formed page: its errors are counted.
+    assert sum(result.world_model_errors for result in results) >= 1

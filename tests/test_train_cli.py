@@ -27,7 +27,8 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 TINY = [
     "--policy", "tiny-random", "--world-model", "tiny-random", "--num-generations", "2",
     "--per-device-train-batch-size", "4", "--max-turn-tokens", "8", "--agent-max-steps", "2",
-    "--dream-length", "2", "--world-model-max-new-tokens", "16", "--max-axtree-chars", "600",
+    "--dream-length", "2", "--world-model-max-new-tokens", "16", "--judge-max-new-tokens", "16",
+    "--max-axtree-chars", "600",
     "--learning-rate", "1e-3", "--logging-steps", "1", "--seed", "1",
 ]  # fmt: skip
 
