@@ -23,7 +23,6 @@ from dynaweb_trainer.trainer import DynaWebTrainer, make_task_prompt
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 SYSTEM_PROMPT = "Click the button the objective names: answer click [id]."
-NUM_BUTTONS = 4
 
 
 def _policy():
@@ -36,14 +35,14 @@ def _policy():
     return AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
 
 
-def _warm_start(model, encoder: EpisodeEncoder, target: str | None, steps: int) -> None:
+def _warm_start(model, encoder: EpisodeEncoder, target: str | None, steps: int, buttons: int) -> None:
     """Teach the answer format: every page paired with every ``click [k]`` (so no button is preferred)."""
     rows = []
-    seeds = [0] if target is not None else range(NUM_BUTTONS)  # a fixed target gives one page
+    seeds = [0] if target is not None else range(buttons)  # a fixed target gives one page
     for seed in seeds:
-        observation, _ = ClickButtonEnv(NUM_BUTTONS, target=target).reset(options={"task_seed": seed})
+        observation, _ = ClickButtonEnv(buttons, target=target).reset(options={"task_seed": seed})
         prompt = encoder.prompt_ids(observation)
-        rows += [(prompt, encoder.response_ids(f"click [{k}]")) for k in range(1, NUM_BUTTONS + 1)]
+        rows += [(prompt, encoder.response_ids(f"click [{k}]")) for k in range(1, buttons + 1)]
     width, answer = max(len(p) for p, _ in rows), len(rows[0][1])
     pad = encoder.tokenizer.pad_token_id
     input_ids = torch.tensor([[pad] * (width - len(p)) + p + c for p, c in rows])
@@ -59,11 +58,11 @@ def _warm_start(model, encoder: EpisodeEncoder, target: str | None, steps: int) 
         optimizer.step()
 
 
-def _success_rate(model, tokenizer, encoder, target, episodes=32) -> float:
+def _success_rate(model, tokenizer, encoder, target, buttons, episodes=32) -> float:
     from dynaweb_env.llm.transformers_backend import TransformersBackend
 
-    env = make_click_button_vector_env(16, num_buttons=NUM_BUTTONS, target=target, max_steps=1)
-    options = [{"task": TASK_ID, "task_seed": i % NUM_BUTTONS} for i in range(episodes)]
+    env = make_click_button_vector_env(16, num_buttons=buttons, target=target, max_steps=1)
+    options = [{"task": TASK_ID, "task_seed": i % buttons} for i in range(episodes)]
     sampling = SamplingParams(max_new_tokens=6, temperature=1.0, top_p=1.0)
     backend = TransformersBackend(model, tokenizer=tokenizer)
     return summarize_episodes(run_episodes(env, backend, encoder, options, sampling, max_steps=1, seed=123))[
@@ -72,12 +71,12 @@ def _success_rate(model, tokenizer, encoder, target, episodes=32) -> float:
 
 
 def _learn(
-    tmp_path, target: str | None, warm_start_steps: int, gspo_steps: int, **overrides
+    tmp_path, target: str | None, warm_start_steps: int, gspo_steps: int, buttons: int = 4, **overrides
 ) -> tuple[float, float, list[float]]:
     model, tokenizer = _policy()
     encoder = EpisodeEncoder(tokenizer, SYSTEM_PROMPT)
-    _warm_start(model, encoder, target, warm_start_steps)
-    before = _success_rate(model, tokenizer, encoder, target)
+    _warm_start(model, encoder, target, warm_start_steps, buttons)
+    before = _success_rate(model, tokenizer, encoder, target, buttons)
     values = dict(
         output_dir=str(tmp_path / "run"), policy="tiny-random", use_lora=False, environment="real",
         system_prompt=SYSTEM_PROMPT, num_generations=8, per_device_train_batch_size=16, max_steps=gspo_steps,
@@ -86,15 +85,15 @@ def _learn(
         gradient_checkpointing=False, disable_tqdm=True, logging_steps=1, seed=0,
     )  # fmt: skip
     args = GSPOConfig(**{**values, **overrides})
-    prompts = [make_task_prompt("real", TASK_ID, {"task": TASK_ID, "task_seed": i}) for i in range(NUM_BUTTONS)]
+    prompts = [make_task_prompt("real", TASK_ID, {"task": TASK_ID, "task_seed": i}) for i in range(buttons)]
     trainer = DynaWebTrainer(
         args, model=model, processing_class=tokenizer, train_dataset=Dataset.from_dict({"prompt": prompts}),
-        vector_envs={"real": lambda: make_click_button_vector_env(16, num_buttons=NUM_BUTTONS, target=target,
+        vector_envs={"real": lambda: make_click_button_vector_env(16, num_buttons=buttons, target=target,
                                                                   max_steps=1)},
     )  # fmt: skip
     trainer.train()
     curve = [entry["env/success_rate"] for entry in trainer.state.log_history if "env/success_rate" in entry]
-    return before, _success_rate(trainer.model, tokenizer, encoder, target), curve
+    return before, _success_rate(trainer.model, tokenizer, encoder, target, buttons), curve
 
 
 def test_gspo_learns_to_click_the_named_button(tmp_path):
@@ -103,15 +102,23 @@ def test_gspo_learns_to_click_the_named_button(tmp_path):
     (Full-weight Adam on a random 2-layer model is touchy: at lr 3e-3 the policy can collapse to
     malformed answers; 2e-3 learned with every seed tried.)
     """
-    before, after, curve = _learn(tmp_path, target="TWO", warm_start_steps=70, gspo_steps=20)
+    before, after, curve = _learn(tmp_path, target="TWO", warm_start_steps=150, gspo_steps=20)
     assert before < 0.5, f"the warm start should click at random, success {before}"
     assert after >= 0.75, f"GSPO should have learned the button: success {before} -> {after} (curve {curve})"
     assert sum(curve[-4:]) / 4 > sum(curve[:4]) / 4 + 0.25, curve
 
 
 @pytest.mark.slow
-def test_gspo_learns_goal_conditioned_clicks(tmp_path):
-    """Slow version: the goal names one of four buttons per episode; the policy must read it."""
-    before, after, curve = _learn(tmp_path, target=None, warm_start_steps=100, gspo_steps=60)
+def test_gspo_learns_with_lora(tmp_path):
+    """Slow version: the default training mode (a LoRA adapter on every linear layer), 40 steps.
+
+    LoRA learns more slowly than full weights here (0.375 -> ~0.65 in 40 steps at lr 3e-3; at 1e-2
+    the policy collapsed), so the bar is lower.
+    """
+    before, after, curve = _learn(
+        tmp_path, target="TWO", warm_start_steps=150, gspo_steps=40, use_lora=True, learning_rate=3e-3, lora_r=8,
+        lora_alpha=16, lora_dropout=0.0,
+    )  # fmt: skip
     assert before < 0.5
-    assert after >= before + 0.3, f"success {before} -> {after} (curve {curve})"
+    assert after >= before + 0.2, f"success {before} -> {after} (curve {curve})"
+    assert sum(curve[-10:]) / 10 > sum(curve[:10]) / 10 + 0.2, curve
