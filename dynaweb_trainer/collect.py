@@ -132,9 +132,9 @@ class EpisodeRecorder(ObservationRecorder):
         self.turns: list[int] = [0] * self.num_envs
 
     def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
-        observations, infos = super().reset(seed=seed, options=options)
-        options = options or {}
-        mask = options.get("reset_mask")
+        options = dict(options or {})
+        mask = options.get("reset_mask")  # read first: vector envs pop it from the options they get
+        observations, infos = super().reset(seed=seed, options=dict(options))
         seeds, present = infos.get("task_seed"), infos.get("_task_seed")
         for slot in range(self.num_envs):
             if mask is not None and not mask[slot]:

@@ -15,6 +15,7 @@ from dynaweb_env.llm.base import SamplingParams
 from dynaweb_env.observation import make_observation
 from dynaweb_trainer.collect import (
     CollectConfig,
+    EpisodeRecorder,
     ExplorationBackend,
     collect,
     main,
@@ -194,6 +195,27 @@ def test_explore_collects_real_source_failures_under_its_own_label(tmp_path, ide
     # The expert's episodes of the same seeds are another policy's: they are collected beside them.
     counts = collect(_config(tmp_path, seeds="0-7"), vector_env=make_click_button_vector_env(2), show_progress=False)
     assert counts["collected"] == 8 and len(read_trajectories(config.output)) == 16
+
+
+def test_recorder_tracks_task_seeds_and_turns_per_sub_env():
+    recorder = EpisodeRecorder(make_click_button_vector_env(2))
+    recorder.reset(options={"task": TASK_ID, "task_seed": 2})
+    recorder.step(("hover [1]", "hover [2]"))
+    # A masked reset (vector envs pop the mask from the options) restarts only its sub-env.
+    recorder.reset(options={"task": TASK_ID, "task_seed": 3, "reset_mask": np.array([False, True])})
+    assert recorder.task_seeds == [2, 3] and recorder.turns == [1, 0]
+
+
+def test_exploration_does_not_depend_on_batching(tmp_path):
+    def actions(num_envs, batch_size):
+        output = str(tmp_path / f"{num_envs}.jsonl")
+        config = _config(tmp_path, policy="explore", epsilon=1.0, seeds="0-5", output=output, num_envs=num_envs,
+                         batch_size=batch_size)  # fmt: skip
+        collect(config, vector_env=make_click_button_vector_env(num_envs), show_progress=False)
+        return {t.metadata["seed"]: t.actions for t in read_trajectories(config.output, on_error="raise")}
+
+    by_three = actions(3, 6)
+    assert actions(2, 2) == by_three and len(set(map(tuple, by_three.values()))) > 1
 
 
 def test_model_policies_are_collected_as_real_episodes(tmp_path):
