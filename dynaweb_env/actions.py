@@ -46,8 +46,7 @@ ACTION_DESCRIPTIONS: dict[str, str] = {
     ),
     "hover": "`hover [id]`: Hover over the element with id [id].",
     "press": (
-        "`press [key_comb]`: Press a key combination on the keyboard "
-        "(e.g., `press [Control+a]`, `press [Enter]`)."
+        "`press [key_comb]`: Press a key combination on the keyboard (e.g., `press [Control+a]`, `press [Enter]`)."
     ),
     "scroll": "`scroll [down]` or `scroll [up]`: Scroll the page down or up.",
     "new_tab": "`new_tab`: Open a new, empty browser tab.",

@@ -62,9 +62,7 @@ ACTION:
 Select your action here."""
 
 
-def policy_system_prompt(
-    style: ResponseStyle = "compact", actions: Sequence[str] = DEFAULT_POLICY_ACTIONS
-) -> str:
+def policy_system_prompt(style: ResponseStyle = "compact", actions: Sequence[str] = DEFAULT_POLICY_ACTIONS) -> str:
     """The agent system prompt (paper, appendix A.1), for the given response style and actions."""
     if style not in ("compact", "paper"):
         raise ValueError(f"style must be 'compact' or 'paper', got {style!r}")

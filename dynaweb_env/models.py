@@ -13,6 +13,13 @@ Named models:
 - ``tiny-random``: a 2-layer, 64-wide Llama with seeded random weights and the SmolLM2 tokenizer,
   for fast tests and smoke runs (a GRPO step takes about a second on a CPU).
 
+Shipped adapters (LoRA adapters this project trained, inside the package, a few MB each; they load
+onto their embedded base model, see :func:`adapter_base`):
+
+- ``smollm2-135m-wm``: the web world model, ``smollm2-135m`` fine-tuned by ``dynaweb-train-wm`` on
+  the shipped MiniWoB++ transitions (tree mode, the paper's format). ``DreamWeb-v0`` dreams with it
+  by default.
+
 Preparing is idempotent and atomic: a model is written to a temporary directory and renamed into
 place only when complete, so an interrupted conversion never leaves a broken cache entry.
 
@@ -179,6 +186,62 @@ EMBEDDED_MODELS: dict[str, EmbeddedModel] = {
 }
 
 
+@dataclass(frozen=True)
+class ShippedAdapter:
+    """A LoRA adapter inside the package: ``directory`` is relative to ``dynaweb_env/adapters``."""
+
+    name: str
+    directory: str
+    description: str
+
+    @property
+    def path(self) -> Path:
+        return Path(__file__).parent / "adapters" / self.directory
+
+
+SHIPPED_ADAPTERS: dict[str, ShippedAdapter] = {
+    "smollm2-135m-wm": ShippedAdapter(
+        "smollm2-135m-wm",
+        "smollm2-135m-wm",
+        "web world model: smollm2-135m + LoRA from dynaweb-train-wm on the shipped MiniWoB++ transitions",
+    ),
+}
+#: File that makes a directory a (peft) adapter rather than a full checkpoint.
+ADAPTER_CONFIG_FILE = "adapter_config.json"
+
+
+def adapter_base(path: str | os.PathLike[str]) -> str | None:
+    """The base model an adapter directory applies to (its ``base_model_name_or_path``), or ``None``.
+
+    ``None`` means ``path`` is not an adapter directory. The base is a reference for
+    :func:`resolve_model`: shipped adapters name an embedded model, so they load on any machine.
+    """
+    config_file = Path(path) / ADAPTER_CONFIG_FILE
+    if not config_file.is_file():
+        return None
+    try:
+        base = json.loads(config_file.read_text()).get("base_model_name_or_path")
+    except (OSError, json.JSONDecodeError) as error:
+        raise ValueError(f"unreadable adapter config {config_file}: {error}") from None
+    if not isinstance(base, str) or not base.strip():
+        raise ValueError(f"adapter config {config_file} names no base_model_name_or_path")
+    return base
+
+
+def name_adapter_base(adapter_dir: str | os.PathLike[str], base_reference: str) -> None:
+    """Record ``base_reference`` as the base of the adapter in ``adapter_dir`` if it is an embedded name.
+
+    peft writes the base's resolved path (a cache directory of this machine); an embedded name
+    resolves on any machine, so the adapter can be copied, shipped and loaded elsewhere.
+    """
+    config_file = Path(adapter_dir) / ADAPTER_CONFIG_FILE
+    if base_reference not in EMBEDDED_MODELS or not config_file.is_file():
+        return
+    config = json.loads(config_file.read_text())
+    config["base_model_name_or_path"] = base_reference
+    config_file.write_text(json.dumps(config, indent=2) + "\n")
+
+
 def _check_name(name: str) -> None:
     if name not in EMBEDDED_MODELS:
         raise ValueError(f"unknown embedded model {name!r}; known: {', '.join(EMBEDDED_MODELS)}")
@@ -242,13 +305,14 @@ def resolve_model(name_or_path: str | os.PathLike[str]) -> Path | str:
     """Turn a model reference into something ``from_pretrained`` can load.
 
     Args:
-        name_or_path: An embedded model name (prepared on demand), a local directory, or a
-            Hugging Face hub id (returned unchanged; loading it needs network access, which this
-            project does not assume).
+        name_or_path: An embedded model name (prepared on demand), a shipped adapter name, a local
+            directory, or a Hugging Face hub id (returned unchanged; loading it needs network
+            access, which this project does not assume).
 
     Returns:
-        A local :class:`~pathlib.Path` for embedded names and existing directories, otherwise the
-        string unchanged.
+        A local :class:`~pathlib.Path` for embedded and shipped names and existing directories,
+        otherwise the string unchanged. An adapter directory is returned as is: load its base with
+        :func:`adapter_base`.
 
     Raises:
         ValueError: If the reference is empty, or is a path-like string naming nothing on disk.
@@ -258,6 +322,11 @@ def resolve_model(name_or_path: str | os.PathLike[str]) -> Path | str:
         raise ValueError("empty model reference")
     if text in EMBEDDED_MODELS:
         return prepare_model(text)
+    if text in SHIPPED_ADAPTERS:
+        path = SHIPPED_ADAPTERS[text].path
+        if not (path / ADAPTER_CONFIG_FILE).is_file():
+            raise ValueError(f"shipped adapter {text!r} is missing from {path}: reinstall the package")
+        return path
     path = Path(text).expanduser()
     if path.is_dir():
         return path
@@ -280,7 +349,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "list":
         for name, model in EMBEDDED_MODELS.items():
             state = "prepared" if is_prepared(name) else "not prepared"
-            print(f"{name:14s} {state:13s} {model_dir(name)}  ({model.description})")
+            print(f"{name:16s} {state:13s} {model_dir(name)}  ({model.description})")
+        for name, adapter in SHIPPED_ADAPTERS.items():
+            state = "shipped" if (adapter.path / ADAPTER_CONFIG_FILE).is_file() else "missing"
+            print(f"{name:16s} {state:13s} {adapter.path}  ({adapter.description})")
         return 0
     unknown = [name for name in args.names if name not in EMBEDDED_MODELS]
     if unknown:

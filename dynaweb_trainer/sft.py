@@ -38,6 +38,7 @@ from trl import SFTConfig, SFTTrainer, TrlParser
 from dynaweb_env.agent import POLICY_SYSTEM_PROMPT, policy_system_prompt
 from dynaweb_env.data.io import read_trajectories
 from dynaweb_env.data.schema import Trajectory
+from dynaweb_env.models import name_adapter_base
 
 #: Expert demonstrations shipped with the package (scripted experts on MiniWoB++ tasks).
 BUILTIN_EXPERT_DATA = Path(str(files("dynaweb_env.data") / "builtin" / "miniwob_small.jsonl"))
@@ -421,6 +422,8 @@ def train_policy_sft(
     result = trainer.train(resume_from_checkpoint=resume)
     trainer.save_model(config.output_dir)
     trainer.processing_class.save_pretrained(config.output_dir)
+    if trainer.is_world_process_zero():
+        name_adapter_base(config.output_dir, config.model_name_or_path)
 
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     summary = {

@@ -53,6 +53,7 @@ from trl import SFTConfig, TrlParser
 from dynaweb_env.data.io import read_trajectories
 from dynaweb_env.data.labels import structural_diff, transition_reasoning
 from dynaweb_env.data.schema import Trajectory
+from dynaweb_env.models import name_adapter_base
 from dynaweb_env.observation import truncate_axtree
 from dynaweb_env.world_model.model import DEFAULT_MAX_AXTREE_CHARS, OUTPUT_MODE_PROMPTS, OUTPUT_MODES
 from dynaweb_env.world_model.patch import PATCH_HEADER, format_patch_target
@@ -485,6 +486,8 @@ def train_world_model(
     train_seconds = time.perf_counter() - train_start
     trainer.save_model(config.output_dir)
     trainer.processing_class.save_pretrained(config.output_dir)
+    if trainer.is_world_process_zero():
+        name_adapter_base(config.output_dir, config.model_name_or_path)
 
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     steps_this_run = trainer.state.global_step - (int(Path(resume).name.split("-")[-1]) if resume else 0)

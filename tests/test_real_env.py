@@ -33,6 +33,7 @@ from dynaweb_env.spaces import OBSERVATION_KEYS, web_action_space, web_observati
         ({"max_steps": 0}, "max_steps"),
         ({"allowed_domains": "example.com"}, "allowed_domains"),
         ({"step_timeout_s": 0}, "timeouts"),
+        ({"element_timeout_ms": 0}, "element_timeout_ms"),
         ({"render_mode": "human"}, "render_mode"),
     ],
 )
@@ -148,6 +149,9 @@ def test_clicking_the_right_button_gives_reward_one(real_web_env: gym.Env) -> No
     assert (reward, terminated, truncated) == (1.0, True, False)
     assert observation["last_action"] == action and observation["last_action_error"] == ""
     assert info["step"] == 1
+    # The element timeout reaches BrowserGym's action code (its literal 500 ms flaked on a busy CPU).
+    action_code = real_web_env.unwrapped._browser_env.action_mapping(f"click('{action.split('[')[1][:-1]}')")
+    assert "timeout=500" not in action_code and f"timeout={real_web_env.unwrapped.element_timeout_ms}" in action_code
 
 
 @pytest.mark.browser

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from dynaweb_env.data.io import write_trajectories
 from dynaweb_env.data.labels import LABELS_METADATA_KEY
@@ -154,9 +155,19 @@ def test_train_saves_a_loadable_adapter_and_resumes(tmp_path):
     assert any(float(t.abs().sum()) > 0 for name, t in weights.items() if "lora_B" in name)
     assert (out / "adapter_model.safetensors").stat().st_size < 1_000_000  # a small adapter, not a model
 
+    # The adapter names its base by embedded name (portable), and loads merged into the base's weights.
+    assert json.loads((out / "adapter_config.json").read_text())["base_model_name_or_path"] == "tiny-random"
     backend = make_backend(str(out), cache=False)
-    assert hasattr(backend.model, "peft_config")  # the adapter is attached to its base model
-    (generation,) = backend.generate([[{"role": "user", "content": "hi"}]], SamplingParams(max_new_tokens=3))
+    base = make_backend("tiny-random", cache=False)
+    assert not hasattr(backend.model, "peft_config")
+    changed = [
+        name
+        for name, weight in backend.model.state_dict().items()
+        if not torch.equal(weight, base.model.state_dict()[name])
+    ]
+    assert changed and all("proj" in name for name in changed)  # LoRA targets the linear layers only
+    params = SamplingParams(max_new_tokens=3, temperature=0.0)
+    (generation,) = backend.generate([[{"role": "user", "content": "hi"}]], params)
     assert len(generation.completion_ids) >= 1
 
     resumed = main([*common, "--max_steps", "3", "--resume_from_checkpoint", "last"])

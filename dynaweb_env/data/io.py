@@ -28,9 +28,7 @@ class CorruptRecordError(ValueError):
         super().__init__(f"{path}:{line_number}: {reason}")
 
 
-def iter_trajectories(
-    path: PathLike, on_error: Literal["skip", "raise"] = "skip"
-) -> Iterator[Trajectory]:
+def iter_trajectories(path: PathLike, on_error: Literal["skip", "raise"] = "skip") -> Iterator[Trajectory]:
     """Yield the trajectories of a JSONL file, one per non-blank line.
 
     Args:

@@ -33,6 +33,8 @@ from .browser import (
     setup_miniwob_url,
 )
 
+#: The element timeout BrowserGym writes into its action functions (replaced by ``element_timeout_ms``).
+_BROWSERGYM_ELEMENT_TIMEOUT = "timeout=500"
 #: Longest error message kept in ``last_action_error`` (Playwright timeouts carry long call logs).
 MAX_ERROR_LENGTH = 1000
 
@@ -104,8 +106,8 @@ class RealWebEnv(gym.Env[dict, str]):
 
     ```python
     gym.make("RealWeb-v0", task="miniwob.click-button", tasks=None, max_steps=10,
-             allowed_domains=None, headless=True, action_timeout_ms=None, step_timeout_s=60.0,
-             reset_timeout_s=120.0, pre_observation_delay=0.5, render_mode=None)
+             allowed_domains=None, headless=True, action_timeout_ms=None, element_timeout_ms=2000,
+             step_timeout_s=60.0, reset_timeout_s=120.0, pre_observation_delay=0.5, render_mode=None)
     ```
 
     * ``task``: a BrowserGym task id (``miniwob.<name>``; ``webarena.<n>`` etc. once that benchmark
@@ -117,6 +119,9 @@ class RealWebEnv(gym.Env[dict, str]):
       host, or ``"file://"`` for local pages.
     * ``headless``: run Chromium without a window.
     * ``action_timeout_ms``: Playwright timeout per operation (default: the task's, 5 s for MiniWoB++).
+    * ``element_timeout_ms``: how long an action waits for its element to be actionable (visible,
+      enabled, not covered) before it fails. BrowserGym hard-codes 500 ms, which a busy CPU misses
+      even for clicks that land; a covered or disabled element still fails, only later.
     * ``step_timeout_s``: a step taking longer is treated as a hung browser: it is killed and the
       step truncated.
     * ``reset_timeout_s``: the same for a reset (which then retries once on a new browser, and
@@ -143,6 +148,7 @@ class RealWebEnv(gym.Env[dict, str]):
         allowed_domains: list[str] | None = None,
         headless: bool = True,
         action_timeout_ms: int | None = None,
+        element_timeout_ms: int = 2000,
         step_timeout_s: float = 60.0,
         reset_timeout_s: float = 120.0,
         pre_observation_delay: float = 0.5,
@@ -162,6 +168,8 @@ class RealWebEnv(gym.Env[dict, str]):
             raise ValueError(f"allowed_domains must be a list of non-empty strings, got {allowed_domains!r}")
         if action_timeout_ms is not None and action_timeout_ms <= 0:
             raise ValueError(f"action_timeout_ms must be positive, got {action_timeout_ms}")
+        if not isinstance(element_timeout_ms, int) or element_timeout_ms <= 0:
+            raise ValueError(f"element_timeout_ms must be a positive integer, got {element_timeout_ms!r}")
         if step_timeout_s <= 0 or reset_timeout_s <= 0:
             raise ValueError(f"timeouts must be positive, got {step_timeout_s=} and {reset_timeout_s=}")
         if pre_observation_delay < 0:
@@ -175,6 +183,7 @@ class RealWebEnv(gym.Env[dict, str]):
         self.allowed_domains = list(allowed_domains) if allowed_domains is not None else None
         self.headless = headless
         self.action_timeout_ms = action_timeout_ms
+        self.element_timeout_ms = element_timeout_ms
         self.step_timeout_s = step_timeout_s
         self.reset_timeout_s = reset_timeout_s
         self.pre_observation_delay = pre_observation_delay
@@ -315,6 +324,7 @@ class RealWebEnv(gym.Env[dict, str]):
                 self._task_id,
                 headless=self.headless,
                 timeout=self.action_timeout_ms,
+                element_timeout_ms=self.element_timeout_ms,
                 pre_observation_delay=self.pre_observation_delay,
             )
             self._browser_env_task = self._task_id
@@ -544,12 +554,17 @@ def check_task_id(task_id: str) -> None:
         raise ValueError(f"unknown BrowserGym task {task_id!r}")
 
 
-def _make_browser_env(task_id: str, **kwargs: Any) -> Any:
+def _make_browser_env(task_id: str, element_timeout_ms: int = 2000, **kwargs: Any) -> Any:
     from browsergym.core.action.highlevel import HighLevelActionSet
 
     action_set = HighLevelActionSet(subsets=["chat", "infeas", "bid", "coord", "nav", "tab"], strict=True)
+
+    def to_python_code(action: str) -> str:
+        # BrowserGym's action functions pass a literal ``timeout=500`` to every element operation.
+        return action_set.to_python_code(action).replace(_BROWSERGYM_ELEMENT_TIMEOUT, f"timeout={element_timeout_ms}")
+
     return gym.make(
-        f"browsergym/{task_id}", disable_env_checker=True, action_mapping=action_set.to_python_code, **kwargs
+        f"browsergym/{task_id}", disable_env_checker=True, action_mapping=to_python_code, **kwargs
     ).unwrapped
 
 

@@ -12,6 +12,7 @@ import inspect
 import os
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,18 @@ import torch
 from .base import Conversation, Generation, GenerationError, SamplingParams
 
 DEFAULT_MAX_BATCH_SIZE = 16
+
+
+def _load_merged_adapter(adapter_dir: Path, base: Path | str, dtype: torch.dtype) -> Any:
+    """The base model with a LoRA adapter merged into its weights (generation then costs what the base costs)."""
+    from transformers import AutoModelForCausalLM
+
+    try:
+        from peft import PeftModel
+    except ImportError:
+        raise GenerationError(f"{adapter_dir} is a LoRA adapter; loading it needs peft (pip install peft)") from None
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype)
+    return PeftModel.from_pretrained(model, adapter_dir).merge_and_unload()
 
 
 def validate_conversation(conversation: Any) -> Conversation:
@@ -162,7 +175,7 @@ class TransformersBackend:
     def _load(reference, tokenizer, device, dtype):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from ..models import resolve_model
+        from ..models import adapter_base, resolve_model
 
         path = resolve_model(reference)
         if device is None:
@@ -175,9 +188,14 @@ class TransformersBackend:
                 raise ValueError(f"unknown dtype {dtype!r}")
             dtype = getattr(torch, dtype)
         try:
-            model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device)
+            base = adapter_base(path) if isinstance(path, Path) else None
+            if base is None:
+                model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device)
+            else:
+                model = _load_merged_adapter(path, resolve_model(base), dtype).to(device)
             if tokenizer is None:
-                tokenizer = AutoTokenizer.from_pretrained(path)
+                has_tokenizer = base is None or (path / "tokenizer_config.json").is_file()
+                tokenizer = AutoTokenizer.from_pretrained(path if has_tokenizer else resolve_model(base))
         except OSError as error:
             raise GenerationError(
                 f"cannot load model {str(reference)!r} (resolved to {str(path)!r}): {error}. No model hub is "
