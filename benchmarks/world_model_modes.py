@@ -49,7 +49,7 @@ def oracle_token_cost(model: str) -> dict:
             next_url = after.url if after.url != before.url else ""
             terminal = is_terminal_transition(trajectory, index)
             tree = format_world_model_target(changes, next_url, after.axtree, terminal)
-            patch = format_patch_target(changes, next_url, before.axtree, after.axtree, terminal)
+            patch = format_patch_target(next_url, before.axtree, after.axtree, terminal)
             tree_tokens.append(len(tokenizer(tree, add_special_tokens=False)["input_ids"]))
             patch_tokens.append(len(tokenizer(patch, add_special_tokens=False)["input_ids"]))
     ratios = [p / t for p, t in zip(patch_tokens, tree_tokens, strict=True)]

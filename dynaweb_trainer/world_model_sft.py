@@ -283,9 +283,9 @@ def world_model_example(
         system_prompt=OUTPUT_MODE_PROMPTS[output_mode](),
     )
     next_url = after.url if after.url.strip() != before.url.strip() else ""
-    if output_mode == "patch":  # edits of the full current tree: the one WebWorldModel applies them to
+    if output_mode == "patch":  # edits of the full current tree (the one WebWorldModel applies them to); Δ = edits
         terminal = is_terminal_transition(trajectory, index)
-        return messages, format_patch_target(changes, next_url, before.axtree, after.axtree, terminal)
+        return messages, format_patch_target(next_url, before.axtree, after.axtree, terminal)
     target = format_world_model_target(
         changes, next_url, truncate_axtree(after.axtree, max_axtree_chars), is_terminal_transition(trajectory, index)
     )

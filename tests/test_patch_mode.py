@@ -35,7 +35,7 @@ def test_patch_roundtrip_on_every_real_transition():
     sizes = []
     for trajectory, index in transitions:
         before, after = trajectory.steps[index], trajectory.steps[index + 1]
-        target = format_patch_target("changes", after.url, before.axtree, after.axtree, False)
+        target = format_patch_target(after.url, before.axtree, after.axtree, False)
         prediction = parse_patch_output(target, before.url, before.axtree)
         assert prediction.error is None, (trajectory.id, index, prediction.error)
         assert prediction.axtree.splitlines() == after.axtree.splitlines(), (trajectory.id, index)
@@ -73,7 +73,28 @@ def test_references_prefer_bids_then_text_then_line_numbers():
     rendered = format_patch(patch_from_trees(before, after))
     assert "CHANGE \"RootWebArea 'x'\": RootWebArea 'y'" in rendered
     assert "CHANGE #3: StaticText 'b'" in rendered  # duplicated text: only a line number is unambiguous
-    assert "CHANGE [7]: [7] link 'go', focused" in rendered
+    assert "CHANGE [7]: link 'go', focused" in rendered  # the line keeps its id
+
+
+def test_long_text_lines_are_named_by_a_unique_prefix():
+    before = "RootWebArea 'x'\n\tStaticText 'Sed mi libero sagittis eros'\n\tStaticText 'Sed mi other words'"
+    after = "RootWebArea 'x'\n\tStaticText 'Sed mi libero sagittis eros'\n\tStaticText 'Vitae'"
+    rendered = format_patch(patch_from_trees(before, after))
+    assert rendered == "CHANGE \"StaticText 'Sed mi other\": StaticText 'Vitae'"
+    assert apply_patch(before, parse_patch(rendered)[0])[0] == after
+    # A prefix shared by two lines names neither.
+    tree, problems = apply_patch(before, parse_patch('REMOVE "StaticText \'Sed mi"')[0])
+    assert tree == before and problems
+
+
+def test_a_changed_line_keeps_its_id_unless_the_new_line_has_its_own():
+    tree, problems = apply_patch(TREE, parse_patch("CHANGE [15]: button 'Send'\nCHANGE [13]: [14] textbox 'A'")[0])
+    assert not problems and tree.splitlines()[-2:] == ["\t[14] textbox 'A'", "\t[15] button 'Send'"]
+    # A line with an id turning into one without: written as remove + add, still exact.
+    after = TREE.replace("[15] button 'Submit'", "StaticText 'Sent'")
+    edits = patch_from_trees(TREE, after)
+    assert [edit.op for edit in edits] == ["REMOVE", "ADD"]
+    assert apply_patch(TREE, edits)[0] == after
 
 
 def test_malformed_and_unknown_edits_are_reported_and_skipped():
@@ -126,6 +147,15 @@ def test_parse_patch_output_reads_url_terminal_and_falls_back_to_a_full_tree():
     assert "instead of" in prediction.error and prediction.axtree.startswith("RootWebArea 'Other'")
     missing = parse_patch_output("[Web state changes]\nno edits section", "u", TREE)
     assert missing.fallback and missing.axtree == TREE
+
+
+def test_edits_alone_are_the_changes_described_in_code():
+    # Δ is the edits: without a [Web state changes] section, changes describe the edited tree.
+    prediction = parse_patch_output(f"{PATCH_HEADER}\nREMOVE [15]", "u", TREE)
+    assert prediction.error is None and not prediction.fallback
+    assert "[15]" not in prediction.axtree and "[15]" in prediction.changes and "disappeared" in prediction.changes
+    unchanged = parse_patch_output(PATCH_HEADER, "u", TREE)
+    assert unchanged.error is None and unchanged.axtree == TREE and unchanged.changes
 
 
 def test_patch_prompt_replaces_only_the_format_section():

@@ -1,12 +1,12 @@
 """Patch mode: the world model writes Δ as a few structured edits of the current tree, applied in code.
 
-The paper's world model writes the *whole* next tree after its description of the changes Δ. On
+The paper's world model writes a description of the changes Δ and then the *whole* next tree. On
 MiniWoB++-sized pages most of that tree is a copy of the current one: a click that focuses a button
-changes one line out of ten. In patch mode the model writes only the edits, and
-:func:`apply_patch` produces the next tree from the current one. An output reads::
+changes one line out of ten. In patch mode Δ *is* the edits: the model writes only them,
+:func:`apply_patch` produces the next tree from the current one, and the natural-language
+description of Δ (``prediction.changes``, the dream's ``info["changes"]``) is computed from the two
+trees by :func:`~dynaweb_env.data.labels.structural_diff`. An output reads::
 
-    [Web state changes]
-    The "no" button is clicked and becomes focused.
     [Next page edits]
     URL: file:///done.html
     CHANGE [13]: [13] button 'no', focused
@@ -14,18 +14,23 @@ changes one line out of ten. In patch mode the model writes only the edits, and
     ADD after [17]: \t[23] StaticText 'Thanks!'
     [Episode ended]
 
+A ``[Web state changes]`` section before the edits (a model's reasoning) is allowed and then kept
+as ``changes``; the supervised targets leave it out, so a trained model writes edits only.
+
 Edits (one per line, any order; every reference names a line of the *current* tree):
 
 - ``CHANGE <ref>: <node line>``: replace the line. A line written without indentation keeps the
-  indentation of the line it replaces.
+  indentation of the line it replaces, and one written without an id keeps the id of the line it
+  replaces (``CHANGE [13]: button 'no', focused``).
 - ``REMOVE <ref>``: delete the line.
 - ``ADD after <ref>: <node line>``: insert a line (verbatim, indentation included) after ``<ref>``;
   ``#0`` inserts at the top. Several ``ADD``s after the same line keep their order.
 - ``URL: <url>`` (optional, first): the next URL; ``[Episode ended]``: the action ended the episode.
 
-A reference ``<ref>`` is ``[bid]`` (the line with that element id), ``"<node line>"`` (the line with
-that whitespace-normalised text, for lines without an id such as ``StaticText``), or ``#N`` (the
-N-th line, 1-based). No edit lines means the page did not change.
+A reference ``<ref>`` is ``[bid]`` (the line with that element id), ``"<text>"`` (for lines without
+an id such as ``StaticText``: the line with that whitespace-normalised text, or else the one line
+that starts with it, so ``"StaticText 'Sed. Mi"`` names a long paragraph), or ``#N`` (the N-th line,
+1-based). No edit lines means the page did not change.
 
 :func:`patch_from_trees` derives the edits of a real ``(before, after)`` pair such that applying them
 to ``before`` gives exactly ``after`` (a property tested on every shipped transition), and
@@ -98,20 +103,38 @@ def _indent(line: str) -> str:
     return line[: len(line) - len(line.lstrip())]
 
 
+#: Fewest words of a quoted reference (``"StaticText 'Sed."`` would say little to a reader).
+_MIN_QUOTED_WORDS = 3
+
+
+def _line_bid(line: str) -> str | None:
+    match = _BID_LINE.match(line)
+    return match.group("bid") if match else None
+
+
+def _quoted_reference(text: str, texts: list[str]) -> str | None:
+    """The shortest word prefix of ``text`` that names it alone among ``texts`` (by exact text or by prefix)."""
+    if not text or '"' in text or texts.count(text) != 1:
+        return None
+    words = text.split(" ")
+    for count in range(min(_MIN_QUOTED_WORDS, len(words)), len(words) + 1):
+        prefix = " ".join(words[:count])
+        if sum(other.startswith(prefix) for other in texts) == 1:
+            return f'"{prefix}"'
+    return f'"{text}"'  # other lines start with the whole text; an exact match still names this one
+
+
 def _references(lines: list[str]) -> list[str]:
-    """The shortest unambiguous reference of every line: ``[bid]``, then ``"text"``, then ``#N``."""
-    bids = [match.group("bid") if (match := _BID_LINE.match(line)) else None for line in lines]
+    """The shortest unambiguous reference of every line: ``[bid]``, then ``"text prefix"``, then ``#N``."""
+    bids = [_line_bid(line) for line in lines]
     bid_counts = Counter(bid for bid in bids if bid is not None)
-    text_counts = Counter(_normalise(line) for line in lines)
+    texts = [_normalise(line) for line in lines]
     refs = []
-    for index, (line, bid) in enumerate(zip(lines, bids, strict=True)):
-        text = _normalise(line)
+    for index, (text, bid) in enumerate(zip(texts, bids, strict=True)):
         if bid is not None and bid_counts[bid] == 1:
             refs.append(f"[{bid}]")
-        elif text and '"' not in text and text_counts[text] == 1:
-            refs.append(f'"{text}"')
         else:
-            refs.append(f"#{index + 1}")
+            refs.append(_quoted_reference(text, texts) or f"#{index + 1}")
     return refs
 
 
@@ -122,10 +145,12 @@ def _resolve(ref: str, lines: list[str]) -> int | None:
         return number - 1 if number <= len(lines) else None
     if ref.startswith("["):
         bid = ref[1:-1]
-        hits = [i for i, line in enumerate(lines) if (m := _BID_LINE.match(line)) and m.group("bid") == bid]
+        hits = [i for i, line in enumerate(lines) if _line_bid(line) == bid]
     else:
         text = _normalise(ref[1:-1])
         hits = [i for i, line in enumerate(lines) if _normalise(line) == text]
+        if not hits and text:
+            hits = [i for i, line in enumerate(lines) if _normalise(line).startswith(text)]
     return hits[0] if len(hits) == 1 else None
 
 
@@ -149,14 +174,20 @@ def patch_from_trees(before: str, after: str) -> list[PatchEdit]:
             continue
         paired = min(i2 - i1, j2 - j1) if tag == "replace" else 0
         for offset in range(paired):
-            source, target = old[i1 + offset], new[j1 + offset]
-            if _indent(source) == _indent(target):
-                edits.append(PatchEdit("CHANGE", refs[i1 + offset], target.lstrip()))
+            source, target, ref = old[i1 + offset], new[j1 + offset], refs[i1 + offset]
+            kept_bid = ref.startswith("[") and _line_bid(target) == ref[1:-1]
+            if ref.startswith("[") and _line_bid(target) is None:
+                # A line without an id would inherit the old one: remove the line and add the new one.
+                edits.append(PatchEdit("REMOVE", ref))
+                edits.append(PatchEdit("ADD", ref, target))
+            elif _indent(source) == _indent(target):
+                line = target.lstrip()
+                edits.append(PatchEdit("CHANGE", ref, _BID_LINE.sub("", line, count=1).lstrip() if kept_bid else line))
             elif _indent(target):
-                edits.append(PatchEdit("CHANGE", refs[i1 + offset], target))
+                edits.append(PatchEdit("CHANGE", ref, target))
             else:  # an unindented line cannot be written as a CHANGE of an indented one: remove and add
-                edits.append(PatchEdit("REMOVE", refs[i1 + offset]))
-                edits.append(PatchEdit("ADD", refs[i1 + offset], target))
+                edits.append(PatchEdit("REMOVE", ref))
+                edits.append(PatchEdit("ADD", ref, target))
         edits.extend(PatchEdit("REMOVE", refs[index]) for index in range(i1 + paired, i2))
         if j2 - j1 > paired:
             add_after(i1 + paired - 1, new[j1 + paired : j2])
@@ -224,8 +255,11 @@ def apply_patch(axtree: str, edits: list[PatchEdit]) -> tuple[str, list[str]]:
         else:
             if index in removed or index in changed:
                 problems.append(f"CHANGE {edit.ref}: line already edited")
-            new_line = edit.line if _indent(edit.line) else _indent(lines[index]) + edit.line
-            changed[index] = new_line
+            new_line = edit.line
+            bid = _line_bid(lines[index])
+            if edit.ref.startswith("[") and bid is not None and _line_bid(new_line) is None:
+                new_line = f"[{bid}] {new_line.lstrip()}"  # the line keeps its id
+            changed[index] = new_line if _indent(new_line) else _indent(lines[index]) + new_line
     result = list(added.get(-1, []))
     for index, line in enumerate(lines):
         if index not in removed:
@@ -234,19 +268,16 @@ def apply_patch(axtree: str, edits: list[PatchEdit]) -> tuple[str, list[str]]:
     return "\n".join(result), problems
 
 
-def format_patch_target(
-    changes: str, next_url: str, before_axtree: str, after_axtree: str, terminal: bool = False
-) -> str:
+def format_patch_target(next_url: str, before_axtree: str, after_axtree: str, terminal: bool = False) -> str:
     """The patch-mode world-model output for one real transition (the SFT target of patch mode).
 
     Args:
-        changes: The description Δ (with any reasoning before it).
         next_url: The next URL; written as a ``URL:`` line unless empty.
         before_axtree: The current tree (the one the prompt shows).
         after_axtree: The next tree; the edits are :func:`patch_from_trees` of the two.
         terminal: Whether the transition ended the episode.
     """
-    parts = [CHANGES_HEADER, changes.strip(), PATCH_HEADER]
+    parts = [PATCH_HEADER]
     if next_url.strip():
         parts.append(f"{URL_PREFIX} {next_url.strip()}")
     edits = format_patch(patch_from_trees(before_axtree, after_axtree))
@@ -284,17 +315,14 @@ def parse_patch_output(
         return WorldModelPrediction(changes, current_axtree, current_url, terminal, "; ".join(problems), True, raw)
 
     changes_match = _CHANGES.search(body, 0, patch_match.start())
+    changes = ""  # optional in patch mode: described from the edited tree below when absent
     if changes_match is None:
-        problems.append(f"missing section {CHANGES_HEADER}")
-        changes = ""
         if body[: patch_match.start()].strip():
             problems.append("ignored text before the first section header")
     else:
         if body[: changes_match.start()].strip():
             problems.append("ignored text before the first section header")
         changes = body[changes_match.end() : patch_match.start()].strip()
-        if not changes:
-            problems.append(f"empty section {CHANGES_HEADER}")
 
     section = body[patch_match.end() :]
     repeated = _CHANGES.search(section)
@@ -317,32 +345,35 @@ def parse_patch_output(
     edits, malformed = parse_patch("\n".join(lines))
     axtree, unapplied = apply_patch(current_axtree, edits)
     problems.extend(malformed + unapplied)
+    if not changes:
+        # Imported here: the data package imports this one's prompts.
+        from ..data.labels import structural_diff
+
+        changes = structural_diff(current_axtree, axtree, current_url, url)
     return WorldModelPrediction(changes, axtree, url, terminal, "; ".join(problems) or None, False, raw)
 
 
 #: The patch-mode output format, in place of the paper's "Generate your answer ..." section.
 PATCH_FORMAT_INSTRUCTIONS = f"""\
-Given the information above, you should first perform reasoning to predict expected changes on the current web \
-page's accessibility tree, and then write the edits that turn the current accessibility tree into the next one.
+Given the information above, you should predict the changes the action causes on the current web page, written \
+as the edits that turn the current accessibility tree into the next one.
 
 Generate your answer in the following format:
-
-{CHANGES_HEADER}
-
-changes
 
 {PATCH_HEADER}
 
 edits
 
-where `changes` are the predicted web page changes, and `edits` are edit lines, one per line, each of them one of:
+where `edits` are edit lines, one per line, each of them one of:
 
 `CHANGE [id]: new_line`: replace the line of element id with new_line (a full accessibility tree line).
 `REMOVE [id]`: delete the line of element id.
 `ADD after [id]: new_line`: insert new_line after the line of element id (`ADD after #0: new_line` inserts it \
 at the top).
 
-For a line without an id, write its exact text in double quotes instead of `[id]`, e.g. `REMOVE "StaticText 'Hi'"`.
+In `CHANGE [id]: new_line` you may leave the `[id]` out of new_line: the line keeps its id.
+For a line without an id, write its text (or the start of it) in double quotes instead of `[id]`, e.g. \
+`REMOVE "StaticText 'Hi'"`.
 
 Do NOT repeat unchanged lines: every line you do not edit stays as it is. If the page does not change, write no \
 edit lines.
