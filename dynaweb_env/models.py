@@ -17,8 +17,10 @@ Shipped adapters (LoRA adapters this project trained, inside the package, a few 
 onto their embedded base model, see :func:`adapter_base`):
 
 - ``smollm2-135m-wm``: the web world model, ``smollm2-135m`` fine-tuned by ``dynaweb-train-wm`` on
-  the shipped MiniWoB++ transitions (tree mode, the paper's format). ``DreamWeb-v0`` dreams with it
-  by default.
+  the shipped MiniWoB++ transitions in tree mode (the paper's format: Δ, then the next tree).
+  ``DreamWeb-v0`` dreams with it by default.
+- ``smollm2-135m-wm-patch``: the same in patch mode (Δ as edits of the current tree); the default
+  of ``DreamWeb-v0`` with ``output_mode="patch"``.
 
 Preparing is idempotent and atomic: a model is written to a temporary directory and renamed into
 place only when complete, so an interrupted conversion never leaves a broken cache entry.
@@ -188,11 +190,15 @@ EMBEDDED_MODELS: dict[str, EmbeddedModel] = {
 
 @dataclass(frozen=True)
 class ShippedAdapter:
-    """A LoRA adapter inside the package: ``directory`` is relative to ``dynaweb_env/adapters``."""
+    """A LoRA adapter inside the package: ``directory`` is relative to ``dynaweb_env/adapters``.
+
+    ``output_mode`` is the world-model output mode it was trained for (``None``: not a world model).
+    """
 
     name: str
     directory: str
     description: str
+    output_mode: str | None = None
 
     @property
     def path(self) -> Path:
@@ -203,8 +209,19 @@ SHIPPED_ADAPTERS: dict[str, ShippedAdapter] = {
     "smollm2-135m-wm": ShippedAdapter(
         "smollm2-135m-wm",
         "smollm2-135m-wm",
-        "web world model: smollm2-135m + LoRA from dynaweb-train-wm on the shipped MiniWoB++ transitions",
+        "web world model (tree mode): smollm2-135m + LoRA from dynaweb-train-wm on the shipped MiniWoB++ data",
+        output_mode="tree",
     ),
+    "smollm2-135m-wm-patch": ShippedAdapter(
+        "smollm2-135m-wm-patch",
+        "smollm2-135m-wm-patch",
+        "web world model (patch mode): smollm2-135m + LoRA from dynaweb-train-wm on the shipped MiniWoB++ data",
+        output_mode="patch",
+    ),
+}
+#: The world model ``DreamWeb-v0`` uses for each output mode when none is named.
+DEFAULT_WORLD_MODELS: dict[str, str] = {
+    adapter.output_mode: name for name, adapter in SHIPPED_ADAPTERS.items() if adapter.output_mode
 }
 #: File that makes a directory a (peft) adapter rather than a full checkpoint.
 ADAPTER_CONFIG_FILE = "adapter_config.json"

@@ -70,9 +70,13 @@ class GSPOConfig(GRPOConfig):
 
         > Dreams (DreamWeb-v0)
 
-        world_model (`str`, *optional*, defaults to `"smollm2-135m"`):
-            World-model backend spec for `dynaweb_env.llm.make_backend` (embedded name, local path,
-            `openai:<model>@<url>`, ...).
+        world_model (`str` or `None`, *optional*, defaults to `None`):
+            World-model backend spec for `dynaweb_env.llm.make_backend` (embedded name, shipped adapter, local
+            path, `openai:<model>@<url>`, ...); `None` is the shipped trained world model of
+            `world_model_output_mode` (`smollm2-135m-wm`, or `smollm2-135m-wm-patch` in patch mode).
+        world_model_output_mode (`str` or `None`, *optional*, defaults to `None`):
+            `"tree"` (the paper's full next tree) or `"patch"` (edits of the current tree); `None` is the
+            shipped world model's own mode, else `"tree"`.
         judge (`str` or `None`, *optional*, defaults to `None`):
             Judge backend spec; `None` reuses the world model's backend.
         world_model_temperature (`float`, *optional*, defaults to `0.7`):
@@ -171,7 +175,12 @@ class GSPOConfig(GRPOConfig):
     agent_max_steps: int = field(default=10, metadata={"help": "Most policy turns per episode (Table 3: 10)."})
 
     # -- dreams ----------------------------------------------------------------------------------
-    world_model: str = field(default="smollm2-135m", metadata={"help": "World-model backend spec."})
+    world_model: str | None = field(
+        default=None, metadata={"help": "World-model backend spec (default: the shipped trained world model)."}
+    )
+    world_model_output_mode: str | None = field(
+        default=None, metadata={"help": "World-model output: tree or patch (default: the world model's own)."}
+    )
     judge: str | None = field(default=None, metadata={"help": "Judge backend spec (default: the world model's)."})
     world_model_temperature: float = field(default=0.7, metadata={"help": "World-model temperature (Table 3: 0.7)."})
     world_model_max_new_tokens: int = field(default=768, metadata={"help": "Token budget of one WM prediction."})
@@ -241,6 +250,10 @@ class GSPOConfig(GRPOConfig):
             raise ValueError(f"num_envs must be >= 1 or None, got {self.num_envs}")
         if self.max_axtree_chars < 0:
             raise ValueError(f"max_axtree_chars must be >= 0, got {self.max_axtree_chars}")
+        if self.world_model_output_mode not in (None, "tree", "patch"):
+            raise ValueError(
+                f"world_model_output_mode must be 'tree', 'patch' or None, got {self.world_model_output_mode!r}"
+            )
         if self.world_model_temperature < 0:
             raise ValueError(f"world_model_temperature must be >= 0, got {self.world_model_temperature}")
         if not 0.0 <= self.lora_dropout < 1.0:

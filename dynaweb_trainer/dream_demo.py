@@ -48,7 +48,8 @@ class StepInfoRecorder(gym.vector.VectorWrapper):
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="dynaweb-dream", description=__doc__.splitlines()[0])
     parser.add_argument("--policy", default="smollm2-135m", help="policy reference, as dynaweb-eval takes it")
-    parser.add_argument("--world-model", default="smollm2-135m", help="world-model backend spec")
+    parser.add_argument("--world-model", default=None, help="world-model backend spec (default: the shipped one)")
+    parser.add_argument("--output-mode", choices=["tree", "patch"], default=None, help="world-model output mode")
     parser.add_argument("--task", default=None, help="task of the start state (default: any)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--dream-length", type=int, default=3)
@@ -67,13 +68,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             num_envs=1,
             autoreset_mode=AutoresetMode.DISABLED,
             world_model=args.world_model,
+            output_mode=args.output_mode,
             dream_length=args.dream_length,
             max_new_tokens=args.world_model_max_new_tokens,
             max_axtree_chars=args.max_axtree_chars,
         )
     )
     policy = load_policy(args.policy)
-    print(f"policy {policy.name} | world model {args.world_model} | task {start.task_id} (step {start.step_index})")
+    world_model = args.world_model or f"shipped ({args.output_mode or 'tree'} mode)"
+    print(f"policy {policy.name} | world model {world_model} | task {start.task_id} (step {start.step_index})")
     result = run_episodes(
         env,
         policy.backend,

@@ -329,7 +329,7 @@ def evaluate_world_models(args: argparse.Namespace, command: str) -> dict[str, A
     output.parent.mkdir(parents=True, exist_ok=True)
     report = {
         "command": command,
-        "data": [str(p) for p in args.data] if args.data else "builtin miniwob_small.jsonl",
+        "data": [str(p) for p in args.data] if args.data else "builtin miniwob_small.jsonl + miniwob_explore.jsonl",
         "split": args.split,
         "trajectories": len(trajectories),
         "settings": {

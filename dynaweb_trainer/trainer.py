@@ -221,6 +221,7 @@ def make_vector_env(kind: str, args: GSPOConfig, num_envs: int, tasks: Sequence[
             world_model_temperature=args.world_model_temperature,
             max_new_tokens=args.world_model_max_new_tokens,
             judge_max_new_tokens=args.judge_max_new_tokens,
+            output_mode=args.world_model_output_mode,
             autoreset_mode=AutoresetMode.DISABLED,
         )
     if kind == "real":

@@ -63,6 +63,10 @@ from .sft import PolicySFTTrainer as LabelledHeadSFTTrainer
 
 #: Real trajectories shipped with the package (scripted experts on MiniWoB++ tasks).
 BUILTIN_TRAJECTORIES = Path(str(files("dynaweb_env.data") / "builtin" / "miniwob_small.jsonl"))
+#: Shipped exploration trajectories on the same tasks and seeds (the expert with random actions, failures included).
+BUILTIN_EXPLORATION = Path(str(files("dynaweb_env.data") / "builtin" / "miniwob_explore.jsonl"))
+#: What the world model trains and is evaluated on by default: every shipped real transition.
+BUILTIN_WORLD_MODEL_DATA = (BUILTIN_TRAJECTORIES, BUILTIN_EXPLORATION)
 #: Label of tokens left out of the loss (PyTorch's cross-entropy ``ignore_index``).
 IGNORE_INDEX = -100
 #: Written into the output directory next to the adapter.
@@ -85,7 +89,8 @@ class WorldModelSFTConfig(SFTConfig):
             checkpoint directory.
         dataset_path (`list[str]`, *optional*):
             Trajectory files (JSONL in the trajectory schema) or directories of them; consecutive steps are the
-            real transitions. Defaults to the shipped `dynaweb_env/data/builtin/miniwob_small.jsonl`.
+            real transitions. Defaults to the shipped expert and exploration trajectories
+            (`dynaweb_env/data/builtin/miniwob_small.jsonl` and `miniwob_explore.jsonl`).
         dataset_split (`str` or `None`, *optional*, defaults to `"train"`):
             Keep trajectories whose `metadata["split"]` equals this; `None` (or `"all"`) keeps all. Failed
             trajectories are kept: their transitions are as real as successful ones.
@@ -131,7 +136,7 @@ class WorldModelSFTConfig(SFTConfig):
     )
     dataset_path: list[str] | None = field(
         default=None,
-        metadata={"help": "Trajectory JSONL files or directories (default: the shipped miniwob_small.jsonl)."},
+        metadata={"help": "Trajectory JSONL files or directories (default: the shipped expert + exploration data)."},
     )
     dataset_split: str | None = field(
         default="train",
@@ -213,7 +218,7 @@ def load_trajectories(paths: Sequence[str | os.PathLike[str]] | None = None, spl
         FileNotFoundError: If a path does not exist.
         ValueError: If nothing is left after selection (the message says which splits exist).
     """
-    paths = list(paths) if paths else [BUILTIN_TRAJECTORIES]
+    paths = list(paths) if paths else list(BUILTIN_WORLD_MODEL_DATA)
     for path in paths:
         if not Path(path).exists():
             raise FileNotFoundError(f"trajectory file not found: {path}")

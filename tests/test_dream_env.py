@@ -20,7 +20,7 @@ from dynaweb_env.data.start_states import (
     sample_start_state,
     start_states_from_trajectories,
 )
-from dynaweb_env.envs.dream import DreamWebEnv
+from dynaweb_env.envs.dream import DreamWebEnv, resolve_world_model
 from dynaweb_env.llm.base import Generation
 from dynaweb_env.observation import axtree_element_ids
 from dynaweb_env.spaces import web_action_space, web_observation_space
@@ -292,6 +292,8 @@ def test_tasks_filter_and_bad_arguments(start_file):
         ({"render_mode": "human"}, "render_mode"),
         ({"max_axtree_chars": -5}, "max_axtree_chars"),
         ({"backend": "no-such-model"}, "neither an embedded model"),
+        ({"output_mode": "html"}, "output_mode"),
+        ({"backend": "smollm2-135m-wm", "output_mode": "patch"}, "writes output_mode='tree'"),
         ({"backend": 42}, "expected a backend spec"),
         ({"judge": "openai:m"}, "openai spec"),
     ):
@@ -311,7 +313,7 @@ def test_render_ansi(start_file):
 
 
 def test_check_env_on_the_default_registration():
-    """``gym.make("DreamWeb-v0")`` with no arguments: embedded model, shipped start states.
+    """``gym.make("DreamWeb-v0")`` with no arguments: shipped world model, shipped start states.
 
     ``check_env`` steps with random strings, which are malformed actions: they cost steps without
     model calls, so the embedded model is never loaded here and the check takes about a second.
@@ -322,6 +324,20 @@ def test_check_env_on_the_default_registration():
         warnings.simplefilter("error")
         check_env(env.unwrapped, skip_render_check=True)
     assert not env.unwrapped.dynamics.models_loaded  # models are built lazily
+
+
+@pytest.mark.parametrize(
+    ("world_model", "output_mode", "expected"),
+    [
+        (None, None, ("smollm2-135m-wm", "tree")),  # the shipped, trained world model
+        (None, "patch", ("smollm2-135m-wm-patch", "patch")),
+        ("smollm2-135m-wm-patch", None, ("smollm2-135m-wm-patch", "patch")),  # a shipped adapter knows its mode
+        ("smollm2-135m", "patch", ("smollm2-135m", "patch")),
+        ("smollm2-135m", None, ("smollm2-135m", "tree")),
+    ],
+)
+def test_default_world_model_follows_the_output_mode(world_model, output_mode, expected):
+    assert resolve_world_model(world_model, output_mode) == expected
 
 
 def _rollout(env, seed: int, steps: int) -> list:

@@ -227,10 +227,9 @@ class DreamDynamics:
         )
 
 
-def validate_dream_kwargs(
+def _validate_dream_kwargs(
     dream_length: int, max_new_tokens: int, judge_max_new_tokens: int, temperature: float, max_axtree_chars: int
 ) -> None:
-    """Raise ``ValueError`` for out-of-range constructor arguments (shared by both dream envs)."""
     if isinstance(dream_length, bool) or not isinstance(dream_length, int) or dream_length < 1:
         raise ValueError(f"dream_length must be a positive integer, got {dream_length!r}")
     for name, value in (("max_new_tokens", max_new_tokens), ("judge_max_new_tokens", judge_max_new_tokens)):
@@ -242,20 +241,52 @@ def validate_dream_kwargs(
         raise ValueError(f"max_axtree_chars must be a non-negative integer (0: no limit), got {max_axtree_chars!r}")
 
 
+def resolve_world_model(
+    world_model: str | dict | GenerationBackend | WebWorldModel | None, output_mode: str | None
+) -> tuple[str | dict | GenerationBackend | WebWorldModel, str]:
+    """The world model and output mode a dream env uses, given what the user named (``None``: not named).
+
+    Neither named: the shipped tree-mode world model. Only the mode: the shipped world model of that
+    mode. A shipped adapter or a ready :class:`WebWorldModel` carries its own mode; naming another
+    one is a ``ValueError`` (the model would be read in a format it does not write).
+    """
+    from ..models import DEFAULT_WORLD_MODELS, SHIPPED_ADAPTERS
+    from ..world_model.model import OUTPUT_MODES
+
+    if output_mode is not None and output_mode not in OUTPUT_MODES:
+        raise ValueError(f"output_mode must be one of {sorted(OUTPUT_MODES)}, got {output_mode!r}")
+    own_mode = None
+    if isinstance(world_model, WebWorldModel):
+        own_mode = world_model.output_mode
+    elif isinstance(world_model, str) and world_model.strip() in SHIPPED_ADAPTERS:
+        own_mode = SHIPPED_ADAPTERS[world_model.strip()].output_mode
+    if own_mode is not None and output_mode is not None and own_mode != output_mode:
+        raise ValueError(f"world model {world_model!r} writes output_mode={own_mode!r}, not {output_mode!r}")
+    mode = own_mode or output_mode or "tree"
+    return (DEFAULT_WORLD_MODELS[mode] if world_model is None else world_model), mode
+
+
 def build_dynamics(
-    world_model: str | dict | GenerationBackend | WebWorldModel,
+    world_model: str | dict | GenerationBackend | WebWorldModel | None,
     judge: str | dict | GenerationBackend | TrajectoryJudge | None,
     dream_length: int,
     world_model_temperature: float,
     max_new_tokens: int,
     judge_max_new_tokens: int,
     max_axtree_chars: int,
+    output_mode: str | None = None,
 ) -> DreamDynamics:
     """A :class:`DreamDynamics` whose models are built from these specs on first use (cheap to call).
 
-    Spec strings and dicts are checked now (``ValueError`` for a malformed one), not at the first step.
+    Every argument is checked now (``ValueError`` for an out-of-range value or a malformed spec), not
+    at the first step; both dream envs build their dynamics here.
     """
     from ..llm import parse_backend_spec  # light: no torch until a backend is built
+
+    _validate_dream_kwargs(
+        dream_length, max_new_tokens, judge_max_new_tokens, world_model_temperature, max_axtree_chars
+    )
+    world_model, output_mode = resolve_world_model(world_model, output_mode)
 
     for spec in (world_model, judge):
         if isinstance(spec, (str, dict)):
@@ -276,7 +307,9 @@ def build_dynamics(
         if isinstance(world_model, WebWorldModel):
             return world_model
         sampling = SamplingParams(temperature=world_model_temperature, top_p=0.9, max_new_tokens=max_new_tokens)
-        return WebWorldModel(backend(world_model), sampling=sampling, max_axtree_chars=max_axtree_chars)
+        return WebWorldModel(
+            backend(world_model), sampling=sampling, max_axtree_chars=max_axtree_chars, output_mode=output_mode
+        )
 
     def make_judge() -> TrajectoryJudge:
         if isinstance(judge, TrajectoryJudge):
@@ -383,9 +416,14 @@ class DreamWebEnv(gym.Env[dict[str, str], str]):
 
     ## Arguments
 
-    - ``world_model``: backend spec (string or dict) for :func:`dynaweb_env.llm.make_backend`
-      (default ``"smollm2-135m"``, the embedded model), a backend, or a ready ``WebWorldModel``
-      (whose own sampling then applies instead of the arguments below).
+    - ``world_model``: backend spec (string or dict) for :func:`dynaweb_env.llm.make_backend`, a
+      backend, or a ready ``WebWorldModel`` (whose own sampling then applies instead of the
+      arguments below). Default: the shipped world model of ``output_mode``, ``"smollm2-135m-wm"``
+      (the embedded model with the LoRA adapter ``dynaweb-train-wm`` trained on the shipped data)
+      or ``"smollm2-135m-wm-patch"``. ``"smollm2-135m"`` is the same model untrained.
+    - ``output_mode``: what the world model writes: ``"tree"`` (the paper's next tree) or
+      ``"patch"`` (edits of the current tree, :mod:`dynaweb_env.world_model.patch`). Default: the
+      named world model's own mode if it is shipped, else ``"tree"``.
     - ``judge``: backend spec, backend or ``TrajectoryJudge``; ``None`` uses the world model's backend.
     - ``start_states``: a trajectory JSONL file or directory; ``None`` for the shipped MiniWoB++ set.
     - ``tasks``: keep only these task ids.
@@ -409,7 +447,7 @@ class DreamWebEnv(gym.Env[dict[str, str], str]):
 
     def __init__(
         self,
-        world_model: str | dict | GenerationBackend | WebWorldModel = "smollm2-135m",
+        world_model: str | dict | GenerationBackend | WebWorldModel | None = None,
         judge: str | dict | GenerationBackend | TrajectoryJudge | None = None,
         start_states: str | None = None,
         tasks: list[str] | None = None,
@@ -419,23 +457,21 @@ class DreamWebEnv(gym.Env[dict[str, str], str]):
         max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
         judge_max_new_tokens: int = DEFAULT_JUDGE_MAX_NEW_TOKENS,
         max_axtree_chars: int = DEFAULT_MAX_AXTREE_CHARS,
+        output_mode: str | None = None,
         render_mode: str | None = None,
     ):
-        validate_dream_kwargs(
-            dream_length, max_new_tokens, judge_max_new_tokens, world_model_temperature, max_axtree_chars
-        )
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}, got {render_mode!r}")
         self.observation_space = web_observation_space()
         self.action_space = web_action_space()
         self.render_mode = render_mode
         self.dream_length = dream_length
-        self.start_states = load_task_start_states(start_states, tasks, include_intermediate)
         #: The world model and judge, loaded on the first step that needs one (``gym.make`` stays cheap).
         self.dynamics = build_dynamics(
             world_model, judge, dream_length, world_model_temperature, max_new_tokens, judge_max_new_tokens,
-            max_axtree_chars,
+            max_axtree_chars, output_mode,
         )  # fmt: skip
+        self.start_states = load_task_start_states(start_states, tasks, include_intermediate)
         self._episode: DreamEpisode | None = None
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):

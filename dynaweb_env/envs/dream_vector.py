@@ -26,7 +26,6 @@ from .dream import (
     choose_start_state,
     load_task_start_states,
     render_dream,
-    validate_dream_kwargs,
 )
 
 
@@ -64,7 +63,7 @@ class DreamWebVectorEnv(VectorEnv):
     def __init__(
         self,
         num_envs: int = 1,
-        world_model: str | dict | GenerationBackend | WebWorldModel = "smollm2-135m",
+        world_model: str | dict | GenerationBackend | WebWorldModel | None = None,
         judge: str | dict | GenerationBackend | TrajectoryJudge | None = None,
         start_states: str | None = None,
         tasks: list[str] | None = None,
@@ -74,14 +73,12 @@ class DreamWebVectorEnv(VectorEnv):
         max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
         judge_max_new_tokens: int = DEFAULT_JUDGE_MAX_NEW_TOKENS,
         max_axtree_chars: int = DEFAULT_MAX_AXTREE_CHARS,
+        output_mode: str | None = None,
         render_mode: str | None = None,
         autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
     ):
         if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
             raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
-        validate_dream_kwargs(
-            dream_length, max_new_tokens, judge_max_new_tokens, world_model_temperature, max_axtree_chars
-        )
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}, got {render_mode!r}")
         try:
@@ -100,12 +97,12 @@ class DreamWebVectorEnv(VectorEnv):
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
         self.dream_length = dream_length
-        self.start_states = load_task_start_states(start_states, tasks, include_intermediate)
         #: The world model and judge, loaded on the first step that needs one (``make_vec`` stays cheap).
         self.dynamics = build_dynamics(
             world_model, judge, dream_length, world_model_temperature, max_new_tokens, judge_max_new_tokens,
-            max_axtree_chars,
+            max_axtree_chars, output_mode,
         )  # fmt: skip
+        self.start_states = load_task_start_states(start_states, tasks, include_intermediate)
         self._episodes: list[DreamEpisode | None] = [None] * num_envs
         self._env_rngs: list[np.random.Generator | None] = [None] * num_envs
         self._autoreset = np.zeros(num_envs, dtype=np.bool_)

@@ -82,13 +82,13 @@ def parse_backend_spec(spec: str | dict[str, Any]) -> dict[str, Any]:
         text = rest
     elif colon and prefix.isidentifier() and not Path(text).exists():
         raise ValueError(f"unknown backend prefix {prefix!r} in {spec!r}; known: openai:, vllm:, hf:, transformers:")
-    from ..models import EMBEDDED_MODELS
+    from ..models import EMBEDDED_MODELS, SHIPPED_ADAPTERS
 
-    if text in EMBEDDED_MODELS or Path(text).expanduser().is_dir():
+    if text in EMBEDDED_MODELS or text in SHIPPED_ADAPTERS or Path(text).expanduser().is_dir():
         return {"backend": "transformers", "model": text}
     raise ValueError(
-        f"backend spec {spec!r} is neither an embedded model ({', '.join(EMBEDDED_MODELS)}) nor a local "
-        "directory; write 'hf:<id>' for a hub model, 'openai:<model>@<url>' or 'vllm:<model>'"
+        f"backend spec {spec!r} is neither an embedded model or shipped adapter "
+        f"({', '.join([*EMBEDDED_MODELS, *SHIPPED_ADAPTERS])}) nor a local directory; write 'hf:<id>' for a hub model, 'openai:<model>@<url>' or 'vllm:<model>'"
     )
 
 
