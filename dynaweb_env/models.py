@@ -47,6 +47,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 #: Environment variable that moves the cache root (models live in ``$DYNAWEB_CACHE/models``).
 CACHE_ENV_VAR = "DYNAWEB_CACHE"
@@ -225,6 +226,24 @@ DEFAULT_WORLD_MODELS: dict[str, str] = {
 }
 #: File that makes a directory a (peft) adapter rather than a full checkpoint.
 ADAPTER_CONFIG_FILE = "adapter_config.json"
+#: Written by ``dynaweb-train-wm`` beside the world model it trains: ``{"output_mode": "tree" | "patch"}``.
+WORLD_MODEL_INFO_FILE = "dynaweb_world_model.json"
+
+
+def world_model_output_mode(spec: Any) -> str | None:
+    """The output mode a world model was trained for: a shipped adapter's, or the one recorded in a
+    checkpoint directory by ``dynaweb-train-wm``; ``None`` when unknown (e.g. an untrained model)."""
+    if not isinstance(spec, (str, os.PathLike)):
+        return None
+    text = os.fspath(spec).strip()
+    if text in SHIPPED_ADAPTERS:
+        return SHIPPED_ADAPTERS[text].output_mode
+    info_file = Path(text).expanduser() / WORLD_MODEL_INFO_FILE
+    try:
+        mode = json.loads(info_file.read_text()).get("output_mode") if info_file.is_file() else None
+    except (OSError, json.JSONDecodeError, AttributeError):
+        return None
+    return mode if isinstance(mode, str) else None
 
 
 def adapter_base(path: str | os.PathLike[str]) -> str | None:

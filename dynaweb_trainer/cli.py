@@ -1,6 +1,6 @@
 """``dynaweb-train``: GSPO training of a web agent in dreams, in the real browser, or both.
 
-Run (the defaults train the embedded SmolLM2-135M policy with LoRA against the embedded world model
+Run (the defaults train the embedded SmolLM2-135M policy with LoRA against the shipped trained world model
 on the shipped MiniWoB++ start states and expert trajectories, in minutes on a CPU)::
 
     dynaweb-train --env dream --expert-frac 0.5            # = make demo

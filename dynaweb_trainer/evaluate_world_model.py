@@ -42,6 +42,7 @@ from typing import Any
 from dynaweb_env.actions import parse_action
 from dynaweb_env.data.schema import Trajectory
 from dynaweb_env.llm.base import SamplingParams
+from dynaweb_env.models import world_model_output_mode
 from dynaweb_env.observation import axtree_nodes
 from dynaweb_env.world_model.judge import JudgeRequest, JudgeStep, TrajectoryJudge
 from dynaweb_env.world_model.model import OUTPUT_MODES, WebWorldModel, WorldModelRequest
@@ -308,14 +309,17 @@ def evaluate_world_models(args: argparse.Namespace, command: str) -> dict[str, A
     trajectories = load_trajectories(args.data, args.split)[: args.limit or None]
     results: dict[str, dict[str, Any]] = {}
     for spec in args.world_models:
-        for mode in ["tree"] if spec == COPY_MODEL else args.output_modes:
-            label = spec if len(args.output_modes) == 1 or spec == COPY_MODEL else f"{spec} [{mode}]"
+        # A trained world model is evaluated in the mode it was trained for; others in every requested mode.
+        own_mode = world_model_output_mode(spec)
+        modes = ["tree"] if spec == COPY_MODEL else [own_mode] if own_mode else args.output_modes
+        for mode in modes:
+            label = spec if len(modes) == 1 else f"{spec} [{mode}]"
             world_model = build_world_model(spec, mode, args.max_new_tokens, args.temperature, args.max_axtree_chars)
             began = time.perf_counter()
             records = evaluate_one_step(world_model, trajectories, args.batch_size, args.seed, label)
             drift = evaluate_drift(world_model, trajectories, args.max_depth, args.batch_size, args.seed, label)
             judged = None
-            if args.judge and spec != COPY_MODEL and mode == args.output_modes[0]:
+            if args.judge and spec != COPY_MODEL and mode == modes[0]:
                 judged = evaluate_judge(world_model.backend, trajectories, args.judge_max_new_tokens, args.seed)
             results[label] = {
                 "spec": spec,
@@ -357,7 +361,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         nargs="+",
         default=["tree"],
         choices=sorted(OUTPUT_MODES),
-        help="Output modes to evaluate each world model in.",
+        help="Output modes to evaluate untrained world models in (a trained one is evaluated in its own mode).",
     )
     parser.add_argument("--data", nargs="+", default=None, help="Trajectory JSONL files (default: shipped data).")
     parser.add_argument("--split", default="test", help="metadata['split'] to keep ('all': every trajectory).")

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 import torch
 from transformers import ProgressCallback, TrainerCallback
+from transformers.trainer_callback import ExportableState
 from trl import GRPOTrainer
 
 from dynaweb_env.agent import policy_system_prompt
@@ -336,6 +337,7 @@ class DynaWebRollout:
                     results[slot] = episode
         for key, value in stats.__dict__.items():
             setattr(self.total_stats, key, getattr(self.total_stats, key) + value)
+        count_env_steps(trainer, results)
         self.last_results = list(results)
         return rollout_output(results, stats)
 
@@ -479,6 +481,51 @@ class _RunClock(TrainerCallback):
         self.seconds = time.perf_counter() - self.started
 
 
+class EnvStepCounter(TrainerCallback, ExportableState):
+    """Real-environment steps a run consumed, for comparing the data cost of methods.
+
+    ``real_env_steps`` counts the policy's steps in the real browser (``--env real`` / ``mix``);
+    ``expert_env_steps`` the steps of the expert trajectories interleaved into batches (replays of
+    recorded demonstrations, so not new browser interactions). Totals over all processes. The counts
+    are saved in each checkpoint's ``trainer_state.json`` and restored on resume, so they describe the
+    rollouts behind the final model: rollouts of an interrupted run after its last checkpoint are
+    redone and counted once.
+    """
+
+    def __init__(self, real_env_steps: int = 0, expert_env_steps: int = 0):
+        self.real_env_steps = real_env_steps
+        self.expert_env_steps = expert_env_steps
+
+    def state(self) -> dict:
+        counts = {"real_env_steps": self.real_env_steps, "expert_env_steps": self.expert_env_steps}
+        return {"args": {}, "attributes": counts}
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        # transformers restores callback states only with `restore_callback_states_from_checkpoint`;
+        # the counts must survive every resume, so restore them from the loaded state here.
+        saved = state.stateful_callbacks.get(type(self).__name__)
+        if isinstance(saved, dict):
+            for name, value in saved.get("attributes", {}).items():
+                pass
+        # A checkpoint written before this counter existed has no entry, which saving would trip on.
+        state.stateful_callbacks.setdefault(type(self).__name__, self.state())
+
+
+def count_env_steps(trainer: Any, results: Sequence[EpisodeResult]) -> None:
+    """Add the real and expert steps of one rollout batch to the trainer's :class:`EnvStepCounter`."""
+    handler = getattr(trainer, "callback_handler", None)
+    counter = next((cb for cb in getattr(handler, "callbacks", ()) if isinstance(cb, EnvStepCounter)), None)
+    if counter is None:
+        return
+    counts = [sum(r.num_steps for r in results if r.source == source) for source in ("real", "expert")]
+    accelerator = trainer.accelerator
+    if accelerator.num_processes > 1:
+        # Every process runs its share of the rollouts in lockstep: sum so each holds the run's total.
+        counts = accelerator.reduce(torch.tensor(counts, device=accelerator.device), reduction="sum").tolist()
+    counter.real_env_steps += int(counts[0])
+    counter.expert_env_steps += int(counts[1])
+
+
 # -- the trainer --------------------------------------------------------------------------------
 class DynaWebTrainer(GRPOTrainer):
     """GSPO on DynaWeb environments with expert interleaving (see the module docstring).
@@ -541,7 +588,7 @@ class DynaWebTrainer(GRPOTrainer):
             args=args,
             train_dataset=train_dataset,
             processing_class=processing_class,
-            callbacks=[self.clock, *(callbacks or [])],
+            callbacks=[self.clock, EnvStepCounter(), *(callbacks or [])],
             peft_config=lora_config(args) if args.use_lora and not _is_peft(model) else None,
             rollout_func=rollout,
         )
@@ -598,6 +645,7 @@ class DynaWebTrainer(GRPOTrainer):
             return sum(values) / len(values) if values else None
 
         head, tail = history[: max(1, len(history) // 4)], history[-max(1, len(history) // 4) :]
+        counter = next(cb for cb in self.callback_handler.callbacks if isinstance(cb, EnvStepCounter))
         return {
             "global_step": self.state.global_step,
             "max_steps": self.state.max_steps,
@@ -612,6 +660,8 @@ class DynaWebTrainer(GRPOTrainer):
             "wm_format_error_rate": mean("env/wm_format_error_rate", history),
             "policy_tokens_per_s": mean("rollout/policy_tokens_per_s", history),
             "episodes": self.rollout_func.total_stats.episodes,
+            "real_env_steps": counter.real_env_steps,
+            "expert_env_steps": counter.expert_env_steps,
             "last_checkpoint": last_checkpoint(self.args.output_dir),
         }
 
@@ -663,16 +713,31 @@ def completion_logps_and_entropies(
 
 
 def load_policy(name_or_path: str | Path, tokenizer: Any = None) -> tuple[Any, Any]:
-    """Load the policy model and tokenizer from an embedded name, a local path or a hub id."""
+    """Load the policy model and tokenizer from an embedded name, a local path or a hub id.
+
+    A LoRA adapter directory (e.g. a ``dynaweb-sft`` output) loads on its base model
+    (``base_model_name_or_path``, an embedded name or a local directory) with the adapter trainable,
+    so RL continues the SFT start's own adapter and saves an adapter loadable on that base.
+    """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from dynaweb_env.models import resolve_model
+    from dynaweb_env.models import adapter_base, resolve_model
 
     path = resolve_model(str(name_or_path))
     dtype = torch.bfloat16 if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else torch.float32
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
-    tokenizer = tokenizer or AutoTokenizer.from_pretrained(path)
-    return model, tokenizer
+    base = adapter_base(path) if isinstance(path, Path) else None
+    if base is None:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+        return model, tokenizer or AutoTokenizer.from_pretrained(path)
+    from peft import PeftModel
+
+    # transformers would look the base up on the hub by name; embedded names resolve locally.
+    base_path = resolve_model(base)
+    model = PeftModel.from_pretrained(
+        AutoModelForCausalLM.from_pretrained(base_path, dtype=dtype), str(path), is_trainable=True
+    )
+    has_tokenizer = (path / "tokenizer_config.json").is_file()
+    return model, tokenizer or AutoTokenizer.from_pretrained(path if has_tokenizer else base_path)
 
 
 def lora_config(args: GSPOConfig) -> Any:
@@ -732,12 +797,14 @@ def last_checkpoint(output_dir: str | None) -> str | None:
 __all__ = [
     "DynaWebTrainer",
     "DynaWebRollout",
+    "EnvStepCounter",
     "DynaWebProgressCallback",
     "SaveAtEndCallback",
     "ExpertPool",
     "VLLMPolicy",
     "build_task_prompts",
     "completion_logps_and_entropies",
+    "count_env_steps",
     "build_train_dataset",
     "environment_reward",
     "expert_slots",

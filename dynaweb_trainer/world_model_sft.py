@@ -53,7 +53,7 @@ from trl import SFTConfig, TrlParser
 from dynaweb_env.data.io import read_trajectories
 from dynaweb_env.data.labels import structural_diff, transition_reasoning
 from dynaweb_env.data.schema import Trajectory
-from dynaweb_env.models import name_adapter_base
+from dynaweb_env.models import WORLD_MODEL_INFO_FILE, name_adapter_base
 from dynaweb_env.observation import truncate_axtree
 from dynaweb_env.world_model.model import DEFAULT_MAX_AXTREE_CHARS, OUTPUT_MODE_PROMPTS, OUTPUT_MODES
 from dynaweb_env.world_model.patch import PATCH_HEADER, format_patch_target
@@ -493,6 +493,8 @@ def train_world_model(
     trainer.processing_class.save_pretrained(config.output_dir)
     if trainer.is_world_process_zero():
         name_adapter_base(config.output_dir, config.model_name_or_path)
+        info = {"output_mode": config.output_mode}  # read back by dynaweb_env.models.world_model_output_mode
+        (Path(config.output_dir) / WORLD_MODEL_INFO_FILE).write_text(json.dumps(info) + "\n")
 
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     steps_this_run = trainer.state.global_step - (int(Path(resume).name.split("-")[-1]) if resume else 0)

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from dynaweb_trainer.evaluate_world_model import judge_cases, main, parse_args, tree_scores
-from dynaweb_trainer.world_model_sft import load_trajectories
+from dynaweb_trainer.world_model_sft import BUILTIN_EXPLORATION, BUILTIN_TRAJECTORIES, load_trajectories
 
 TREE = "RootWebArea 'x'\n\t[1] button 'a'\n\t[2] button 'b'"
 
@@ -20,9 +20,9 @@ def test_tree_scores_are_multiset_precision_recall():
 
 
 def test_judge_cases_pair_each_success_with_a_truncated_failure():
-    trajectories = load_trajectories(None, "test")
+    trajectories = load_trajectories([BUILTIN_TRAJECTORIES], "test")  # experts: all successes
     cases = judge_cases(trajectories)
-    assert len(cases) == 2 * sum(t.success for t in trajectories)
+    assert len(cases) == 2 * len(trajectories) and all(t.success for t in trajectories)
     for (request, reward, name), trajectory in zip(cases[::2], trajectories, strict=True):
         cut_request, cut_reward, cut_name = cases[trajectories.index(trajectory) * 2 + 1]
         assert reward == 1.0 and cut_reward == 0.0 and cut_name == f"{name}/cut"
@@ -31,6 +31,15 @@ def test_judge_cases_pair_each_success_with_a_truncated_failure():
         # The cut trajectory ends on the page its missing last action was taken on.
         last_acted = max(i for i, step in enumerate(trajectory.steps) if step.action.strip())
         assert cut_request.final_axtree == trajectory.steps[last_acted].axtree
+
+
+def test_real_failures_are_judged_as_recorded():
+    trajectories = load_trajectories([BUILTIN_EXPLORATION], "test")
+    failures = [t for t in trajectories if not t.success]
+    assert failures  # the shipped exploration data holds real failures
+    cases = {name: reward for _, reward, name in judge_cases(trajectories)}
+    assert len(cases) == len(trajectories) + sum(t.success for t in trajectories)
+    assert all(cases[t.id] == 0.0 and f"{t.id}/cut" not in cases for t in failures)
 
 
 def test_bad_arguments_are_rejected():

@@ -11,6 +11,8 @@ import torch
 from dynaweb_env.data.io import write_trajectories
 from dynaweb_env.data.labels import LABELS_METADATA_KEY
 from dynaweb_env.data.schema import Step, Trajectory
+from dynaweb_env.envs.dream import resolve_world_model
+from dynaweb_env.models import world_model_output_mode
 from dynaweb_env.world_model import WebWorldModel, WorldModelRequest, format_world_model_target
 from dynaweb_env.world_model.prompts import TERMINAL_MARKER, TREE_HEADER
 from dynaweb_trainer.world_model_sft import (
@@ -157,6 +159,11 @@ def test_train_saves_a_loadable_adapter_and_resumes(tmp_path):
 
     # The adapter names its base by embedded name (portable), and loads merged into the base's weights.
     assert json.loads((out / "adapter_config.json").read_text())["base_model_name_or_path"] == "tiny-random"
+    # The directory records its output mode: dream envs and dynaweb-eval-wm read it in that mode.
+    assert world_model_output_mode(str(out)) == "tree"
+    assert resolve_world_model(str(out), None) == (str(out), "tree")
+    with pytest.raises(ValueError, match="writes output_mode='tree'"):
+        resolve_world_model(str(out), "patch")
     backend = make_backend(str(out), cache=False)
     base = make_backend("tiny-random", cache=False)
     assert not hasattr(backend.model, "peft_config")

@@ -247,19 +247,19 @@ def resolve_world_model(
     """The world model and output mode a dream env uses, given what the user named (``None``: not named).
 
     Neither named: the shipped tree-mode world model. Only the mode: the shipped world model of that
-    mode. A shipped adapter or a ready :class:`WebWorldModel` carries its own mode; naming another
-    one is a ``ValueError`` (the model would be read in a format it does not write).
+    mode. A trained world model (shipped adapter, ``dynaweb-train-wm`` output directory, ready
+    :class:`WebWorldModel`) carries its own mode; naming another one is a ``ValueError`` (the model
+    would be read in a format it does not write).
     """
-    from ..models import DEFAULT_WORLD_MODELS, SHIPPED_ADAPTERS
+    from ..models import DEFAULT_WORLD_MODELS, world_model_output_mode
     from ..world_model.model import OUTPUT_MODES
 
     if output_mode is not None and output_mode not in OUTPUT_MODES:
         raise ValueError(f"output_mode must be one of {sorted(OUTPUT_MODES)}, got {output_mode!r}")
-    own_mode = None
     if isinstance(world_model, WebWorldModel):
         own_mode = world_model.output_mode
-    elif isinstance(world_model, str) and world_model.strip() in SHIPPED_ADAPTERS:
-        own_mode = SHIPPED_ADAPTERS[world_model.strip()].output_mode
+    else:
+        own_mode = world_model_output_mode(world_model)
     if own_mode is not None and output_mode is not None and own_mode != output_mode:
         raise ValueError(f"world model {world_model!r} writes output_mode={own_mode!r}, not {output_mode!r}")
     mode = own_mode or output_mode or "tree"

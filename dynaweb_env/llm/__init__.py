@@ -88,7 +88,8 @@ def parse_backend_spec(spec: str | dict[str, Any]) -> dict[str, Any]:
         return {"backend": "transformers", "model": text}
     raise ValueError(
         f"backend spec {spec!r} is neither an embedded model or shipped adapter "
-        f"({', '.join([*EMBEDDED_MODELS, *SHIPPED_ADAPTERS])}) nor a local directory; write 'hf:<id>' for a hub model, 'openai:<model>@<url>' or 'vllm:<model>'"
+        f"({', '.join([*EMBEDDED_MODELS, *SHIPPED_ADAPTERS])}) nor a local directory; "
+        "write 'hf:<id>' for a hub model, 'openai:<model>@<url>' or 'vllm:<model>'"
     )
 
 
