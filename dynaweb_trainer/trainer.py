@@ -506,7 +506,7 @@ class EnvStepCounter(TrainerCallback, ExportableState):
         saved = state.stateful_callbacks.get(type(self).__name__)
         if isinstance(saved, dict):
             for name, value in saved.get("attributes", {}).items():
-                pass
+                setattr(self, name, int(value))
         # A checkpoint written before this counter existed has no entry, which saving would trip on.
         state.stateful_callbacks.setdefault(type(self).__name__, self.state())
 

@@ -163,6 +163,28 @@ def test_resume_continues_from_last_checkpoint(tmp_path):
     assert any(not torch.equal(weights_at_2[k], loaded[k]) for k in loaded)
     history_steps = [entry["step"] for entry in second.state.log_history if "loss" in entry]
     assert history_steps == [1, 2, 3]
+    # Real and expert steps survive the resume: each step's 2 groups of G=2 hold 1 expert and 1 real
+    # episode each, all of 1 step, so 3 steps make 6 and 6 (2 and 2 if the counts restarted at 0).
+    summary = second.summary()
+    assert (summary["real_env_steps"], summary["expert_env_steps"]) == (6, 6)
+
+
+def test_policy_lora_adapter_loads_trainable_on_its_embedded_base(tmp_path):
+    """An SFT output (a LoRA adapter naming an embedded base) is a valid --policy, and RL trains that adapter."""
+    from peft import LoraConfig, get_peft_model
+
+    from dynaweb_env.models import name_adapter_base
+    from dynaweb_trainer.trainer import load_policy
+
+    base, tokenizer = load_policy("tiny-random")
+    adapter = get_peft_model(base, LoraConfig(r=2, target_modules=["q_proj"], task_type="CAUSAL_LM"))
+    adapter.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    name_adapter_base(tmp_path, "tiny-random")  # as dynaweb-sft does: no local cache path in the config
+    model, loaded_tokenizer = load_policy(str(tmp_path))
+    trainable = [name for name, parameter in model.named_parameters() if parameter.requires_grad]
+    assert hasattr(model, "peft_config") and trainable and all("lora_" in name for name in trainable)
+    assert loaded_tokenizer.vocab_size == tokenizer.vocab_size
 
 
 @pytest.mark.slow

@@ -1,0 +1,189 @@
+"""benchmarks/paper_claims.py: run plans, resumable execution, aggregation and plots (tiny models, dreams only)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "benchmarks" / "paper_claims.py"
+
+#: The smallest budget that still runs every stage: one SFT step, one GSPO update, one-step dreams.
+TINY_BUDGET = [
+    "--set", "sft_steps=1", "sft_batch_size=2", "train_steps=1", "num_generations=2", "per_device_train_batch_size=2",
+    "agent_max_steps=1", "max_turn_tokens=8", "max_axtree_chars=300", "max_completion_length=512",
+    "world_model_max_new_tokens=16", "judge_max_new_tokens=16", "save_steps=1", "eval_seeds=104", "eval_envs=1",
+]  # fmt: skip
+TINY_MODELS = ["--policy", "tiny-random", "--world-model", "tiny-random", "--judge", "tiny-random"]
+
+
+def load_driver():
+    spec = importlib.util.spec_from_file_location("paper_claims", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["paper_claims"] = module  # dataclasses resolve their module by name
+    spec.loader.exec_module(module)
+    return module
+
+
+claims = load_driver()
+
+
+def drive(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, str(SCRIPT), *args, "--runs-dir", str(tmp_path / "runs")]
+    command += ["--results-dir", str(tmp_path / "results"), "--quiet"]
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=170)
+
+
+def test_dream_smoke_run_aggregates_then_skips_and_dry_runs(tmp_path):
+    """SFT start + one DynaWeb update in tiny-random dreams, end to end through the real tools."""
+    args = ["dream_length", "--arms", "1", "--seeds", "0", "--skip-eval", "--tasks", "miniwob.click-button"]
+    args += [*TINY_MODELS, *TINY_BUDGET]
+    first = drive(tmp_path, *args)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "running dynaweb-sft" in first.stdout and "running dynaweb-train" in first.stdout
+
+    report_file = tmp_path / "results" / "paper_claims_dream_length.json"
+    report = json.loads(report_file.read_text())
+    assert report["complete"] and report["missing"] == [] and report["seeds"] == [0]
+    assert report["metric"] == "train_success_last"  # not evaluated: the plot says so rather than pretend
+    (run,) = report["runs"]
+    assert (run["method"], run["x"], run["seed"], run["evaluated"]) == ("dynaweb", 1, 0, False)
+    assert run["commands"][0].startswith("dynaweb-sft --model_name_or_path tiny-random")
+    assert "--env dream --expert-frac 0.5 --dream-length 1" in run["commands"][1]
+    assert run["train_summary"]["global_step"] == 1
+    steps = run["real_env_steps"]
+    # 36 train-split demonstrations with 67 actions; click-button's expert (1 step) fills the group's expert slot.
+    assert (steps["sft_demonstrations"], steps["online_real"], steps["expert_replay"]) == (67, 0, 1)
+    assert steps["world_model_extra"] is None and steps["total"] is None  # a custom world model: data unknown
+    (row,) = report["summary"]
+    assert row["values"] == [run["train_success_last"]] and row["train_success_last"]["std"] is None
+    png = report_file.with_suffix(".png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    result_file = tmp_path / "runs" / "dream_length" / "1-seed0" / "result.json"
+    logs = sorted((tmp_path / "runs" / "shared").glob("*/*.log"))
+    before = {path: path.read_text() for path in [result_file, *logs]}
+    second = drive(tmp_path, *args)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "[1/1] dream_length/1-seed0: done, skipped" in second.stdout and "running" not in second.stdout
+    assert {path: path.read_text() for path in before} == before  # no tool ran again
+
+    dry = drive(tmp_path, *[arg if arg != "1" else "3" for arg in args], "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    lines = dry.stdout.splitlines()
+    assert "[1/1] dream_length/3-seed0 (pending)" in lines
+    assert any(line.startswith("  [done] dynaweb-sft ") for line in lines)  # the shared SFT start is reused
+    assert any(line.startswith("  [todo] dynaweb-train ") and "--dream-length 3" in line for line in lines)
+    assert not list((tmp_path / "runs" / "dream_length").glob("3-seed0"))  # nothing was run
+
+
+def test_table1_plan_is_a_fair_comparison(tmp_path):
+    ctx = claims.make_context(claims.parse_args(["table1", "--runs-dir", str(tmp_path)]))
+    runs = claims.plan("table1", ctx)
+    by_name = {run.name: run for run in runs}
+    # Seed-major: the first seed's whole comparison comes first.
+    assert list(by_name) == [
+        "base",
+        *(f"{arm}-seed{seed}" for seed in (0, 1, 2) for arm in ("sft", "gspo-real", "dynaweb")),
+    ]
+    assert [job.tool for job in by_name["base"].jobs] == ["dynaweb-eval"]  # greedy on fixed pages: once
+    real, dream = by_name["gspo-real-seed1"], by_name["dynaweb-seed1"]
+    assert real.sft.output_dir == dream.sft.output_dir == by_name["sft-seed1"].sft.output_dir
+    assert real.sft.output_dir != by_name["sft-seed0"].sft.output_dir
+    assert "--env real --expert-frac 0.0" in real.train.command and "--world-model" not in real.train.command
+    assert "--env dream --expert-frac 0.5" in dream.train.command and "--judge smollm2-135m" in dream.train.command
+    assert "--resume" in real.train.args and "--resume" in dream.train.args
+    for run in (real, dream):
+        assert f"--policy {claims.rel(run.sft.output_dir)} " in run.train.command
+        assert run.train.args[run.train.args.index("--max-steps") + 1] == "8"  # the same number of updates
+    seeds = [int(seed) for seed in ctx.budget.eval_seeds.split(",")]
+    assert len(seeds) == 10 and all(seed % 5 == 4 and seed >= 100 for seed in seeds)  # held out of all training
+    assert len({run.eval.args[run.eval.args.index("--seeds") + 1] for run in runs}) == 1
+
+
+def test_identical_runs_are_shared_across_experiments_and_configs_are_not(tmp_path):
+    ctx = claims.make_context(claims.parse_args(["table1", "--runs-dir", str(tmp_path)]))
+    table1 = {run.name: run for run in claims.plan("table1", ctx)}
+    sweep = {run.name: run for run in claims.plan("dream_length", ctx)}
+    figure4 = {run.name: run for run in claims.plan("world_model", ctx)}
+    assert table1["dynaweb-seed0"].train.output_dir == sweep["3-seed0"].train.output_dir
+    assert table1["dynaweb-seed0"].train.output_dir == figure4["trained-seed0"].train.output_dir
+    assert len({run.train.output_dir for run in sweep.values()}) == len(sweep)
+    untrained = figure4["untrained-seed0"].train
+    assert "--world-model smollm2-135m" in untrained.command and "--judge smollm2-135m" in untrained.command
+    assert "--agent-max-steps 8" in sweep["8-seed0"].train.command  # dreams may last their full length
+    other = claims.make_context(claims.parse_args(["table1", "--runs-dir", str(tmp_path), "--set", "train_steps=9"]))
+    assert claims.plan("table1", other)[-1].train.output_dir != table1["dynaweb-seed2"].train.output_dir
+
+
+def test_sft_resumes_only_from_an_existing_checkpoint(tmp_path):
+    ctx = claims.make_context(claims.parse_args(["table1", "--runs-dir", str(tmp_path)]))
+    job = claims.sft_job(ctx, seed=0)
+    assert "--resume_from_checkpoint" not in job.argv()  # dynaweb-sft refuses "last" without a checkpoint
+    (job.output_dir / "checkpoint-2").mkdir(parents=True)
+    assert job.argv()[-2:] == ["--resume_from_checkpoint", "last"]
+
+
+def test_budget_overrides_are_typed_and_checked():
+    budget = claims.apply_overrides(claims.BUDGETS["small"], ["train_steps=3", "eval_seeds=104,109"])
+    assert (budget.train_steps, budget.eval_seeds) == (3, "104,109")
+    for bad in (["no_such=1"], ["train_steps"], ["train_steps=x"]):
+        with pytest.raises(ValueError):
+            claims.apply_overrides(claims.BUDGETS["small"], bad)
+    assert claims.held_out_seeds(100, 3) == "104,109,114" and claims.held_out_seeds(5, 2) == "9,14"
+
+
+def _fake_result(run, success: float, online: int, extra: int) -> dict:
+    steps = {"sft_demonstrations": 67, "online_real": online, "expert_replay": 5, "world_model_extra": extra}
+    steps["total"] = 67 + online + extra
+    return {"arm": run.arm.key, "seed": run.seed, "evaluated": True, "success": success,
+            "train_success_last": 0.5, "real_env_steps": steps}  # fmt: skip
+
+
+def test_table1_aggregate_reports_spread_and_the_issue_criteria(tmp_path):
+    ctx = claims.make_context(claims.parse_args(["table1", "--runs-dir", str(tmp_path), "--seeds", "0", "1"]))
+    runs = claims.plan("table1", ctx)
+    successes = {"base": [0.1], "sft": [0.2, 0.4], "gspo-real": [0.5, 0.5], "dynaweb": [0.4, 0.6]}
+    online = {"gspo-real": 1000}
+    for run in runs:
+        success = successes[run.arm.key][0 if run.seed in (None, 0) else 1]
+        extra = 37 if run.arm.key == "dynaweb" else 0
+        claims.write_json(run.result_file, _fake_result(run, success, online.get(run.arm.key, 0), extra))
+    report = claims.aggregate("table1", runs, ctx, "python benchmarks/paper_claims.py table1")
+    rows = {row["arm"]: row for row in report["summary"]}
+    assert rows["sft"]["success"]["mean"] == pytest.approx(0.3)
+    assert rows["sft"]["success"]["std"] == pytest.approx(0.1414, abs=1e-4)
+    assert rows["base"]["success"]["std"] is None and rows["base"]["runs"] == 1
+    assert rows["gspo-real"]["real_env_steps_mean"]["total"] == 1067
+    criteria = report["criteria"]
+    assert criteria["dynaweb_minus_sft_points"] == pytest.approx(20.0)
+    assert criteria["dynaweb_beats_sft_by_10_points"] is True
+    assert criteria["dynaweb_over_gspo_real_steps"]["total"] == pytest.approx(104 / 1067)
+    assert criteria["dynaweb_over_gspo_real_steps"]["training_only"] == pytest.approx(37 / 1000)
+    assert criteria["dynaweb_at_most_10pct_of_gspo_real_steps"] is True
+    assert report["complete"] and report["missing"] == []
+    png = tmp_path / "table1.png"
+    claims.plot(report, png)
+    assert png.stat().st_size > 10_000
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_real_browser_arms_evaluate_and_count_real_steps(tmp_path, require_browser):
+    """The base model's evaluation and one real-browser GSPO update, on one task and one held-out seed."""
+    args = ["table1", "--arms", "base", "gspo-real", "--seeds", "0", "--tasks", "miniwob.click-button"]
+    first = drive(tmp_path, *args, *TINY_MODELS, *TINY_BUDGET)
+    assert first.returncode == 0, first.stdout + first.stderr
+    report = json.loads((tmp_path / "results" / "paper_claims_table1.json").read_text())
+    assert report["metric"] == "success" and report["complete"]
+    runs = {run["arm"]: run for run in report["runs"]}
+    assert runs["base"]["eval_episodes"] == 1 and runs["base"]["real_env_steps"]["total"] == 0
+    assert runs["gspo-real"]["eval_episodes"] == 1 and runs["gspo-real"]["evaluated"]
+    # One update of a group of 2 one-step episodes in Chromium, on top of the 67 demonstration steps.
+    assert runs["gspo-real"]["real_env_steps"]["online_real"] == 2
+    assert runs["gspo-real"]["real_env_steps"]["total"] == 67 + 2
