@@ -30,6 +30,7 @@ Command line::
     python -m dynaweb_env.models prepare            # smollm2-135m and tiny-random
     python -m dynaweb_env.models prepare tiny-random
     python -m dynaweb_env.models list
+    python -m dynaweb_env.models ship runs/wm-tree smollm2-135m-wm   # a trained adapter into the package
 """
 
 from __future__ import annotations
@@ -278,6 +279,35 @@ def name_adapter_base(adapter_dir: str | os.PathLike[str], base_reference: str) 
     config_file.write_text(json.dumps(config, indent=2) + "\n")
 
 
+#: What :func:`ship_adapter` copies: the adapter and the run's provenance, not the tokenizer (the base has it).
+SHIPPED_FILES = (ADAPTER_CONFIG_FILE, "adapter_model.safetensors", "wm_sft_summary.json")
+
+
+def ship_adapter(source: str | os.PathLike[str], name: str) -> Path:
+    """Copy a trained adapter directory into the package as the shipped adapter ``name``.
+
+    Raises:
+        ValueError: If ``name`` is not in :data:`SHIPPED_ADAPTERS`, ``source`` is not an adapter of an
+            embedded model, or it was trained for another output mode than ``name`` is registered with.
+    """
+    if name not in SHIPPED_ADAPTERS:
+        raise ValueError(f"unknown shipped adapter {name!r}; known: {', '.join(SHIPPED_ADAPTERS)}")
+    source, adapter = Path(source), SHIPPED_ADAPTERS[name]
+    base = adapter_base(source)
+    if base not in EMBEDDED_MODELS:
+        raise ValueError(f"{source} must be a LoRA adapter of an embedded model (its base is {base!r})")
+    trained_mode = world_model_output_mode(str(source))
+    if adapter.output_mode and trained_mode not in (None, adapter.output_mode):
+        raise ValueError(f"{source} was trained for output_mode={trained_mode!r}, {name} is {adapter.output_mode!r}")
+    adapter.path.mkdir(parents=True, exist_ok=True)
+    for file_name in SHIPPED_FILES:
+        if (source / file_name).is_file():
+            shutil.copyfile(source / file_name, adapter.path / file_name)
+    if adapter.output_mode:
+        (adapter.path / WORLD_MODEL_INFO_FILE).write_text(json.dumps({"output_mode": adapter.output_mode}) + "\n")
+    return adapter.path
+
+
 def _check_name(name: str) -> None:
     if name not in EMBEDDED_MODELS:
         raise ValueError(f"unknown embedded model {name!r}; known: {', '.join(EMBEDDED_MODELS)}")
@@ -381,14 +411,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     prepare.add_argument("names", nargs="*", metavar="NAME", help=f"one of: {', '.join(EMBEDDED_MODELS)}")
     prepare.add_argument("--force", action="store_true", help="rebuild even if already prepared")
     sub.add_parser("list", help="list named models and whether they are prepared")
+    ship = sub.add_parser("ship", help="copy a trained adapter directory into the package as a shipped adapter")
+    ship.add_argument("source", help="adapter directory (e.g. the output_dir of dynaweb-train-wm)")
+    ship.add_argument("name", choices=list(SHIPPED_ADAPTERS))
     args = parser.parse_args(argv)
+    if args.command == "ship":
+        print(f"{args.name}: {ship_adapter(args.source, args.name)}")
+        return 0
     if args.command == "list":
         for name, model in EMBEDDED_MODELS.items():
             state = "prepared" if is_prepared(name) else "not prepared"
-            print(f"{name:16s} {state:13s} {model_dir(name)}  ({model.description})")
+            print(f"{name:22s} {state:13s} {model_dir(name)}  ({model.description})")
         for name, adapter in SHIPPED_ADAPTERS.items():
             state = "shipped" if (adapter.path / ADAPTER_CONFIG_FILE).is_file() else "missing"
-            print(f"{name:16s} {state:13s} {adapter.path}  ({adapter.description})")
+            print(f"{name:22s} {state:13s} {adapter.path}  ({adapter.description})")
         return 0
     unknown = [name for name in args.names if name not in EMBEDDED_MODELS]
     if unknown:

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from dynaweb_env import models
 from dynaweb_env.models import (
@@ -158,3 +159,48 @@ def test_smollm2_conversion_from_gguf(temp_cache):
     model = AutoModelForCausalLM.from_pretrained(path)
     assert time.perf_counter() - start < 30
     assert model.config.vocab_size == 49152 and getattr(model, "hf_quantizer", None) is None
+
+
+# ---------------------------------------------------------------------------- shipped adapters
+
+
+def _save_tiny_adapter(directory: Path) -> None:
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    base = AutoModelForCausalLM.from_pretrained(models.prepare_model("tiny-random"))
+    get_peft_model(base, LoraConfig(r=2, target_modules=["q_proj"], task_type="CAUSAL_LM")).save_pretrained(directory)
+    models.name_adapter_base(directory, "tiny-random")
+
+
+def test_ship_adapter_copies_the_adapter_and_checks_its_mode(tmp_path, monkeypatch):
+    trained = tmp_path / "run"
+    _save_tiny_adapter(trained)
+    target = tmp_path / "package" / "wm"
+    monkeypatch.setitem(models.SHIPPED_ADAPTERS, "test-wm", models.ShippedAdapter("test-wm", str(target), "t", "patch"))
+    assert models.ship_adapter(trained, "test-wm") == target
+    assert sorted(p.name for p in target.iterdir()) == [
+        "adapter_config.json",
+        "adapter_model.safetensors",
+        models.WORLD_MODEL_INFO_FILE,
+    ]
+    assert models.resolve_model("test-wm") == target and models.adapter_base(target) == "tiny-random"
+    assert models.world_model_output_mode("test-wm") == "patch"
+    (trained / models.WORLD_MODEL_INFO_FILE).write_text('{"output_mode": "tree"}')
+    with pytest.raises(ValueError, match="trained for output_mode='tree'"):
+        models.ship_adapter(trained, "test-wm")
+    with pytest.raises(ValueError, match="unknown shipped adapter"):
+        models.ship_adapter(trained, "nope")
+
+
+@pytest.mark.parametrize("name", list(models.SHIPPED_ADAPTERS))
+def test_shipped_adapters_are_small_and_load_onto_their_base(name):
+    from dynaweb_env.llm import make_backend
+
+    path = models.resolve_model(name)
+    assert models.adapter_base(path) in models.EMBEDDED_MODELS
+    assert sum(f.stat().st_size for f in path.iterdir()) < 10_000_000  # an adapter, not a model
+    assert models.world_model_output_mode(name) == models.SHIPPED_ADAPTERS[name].output_mode
+    trained = make_backend(name, cache=False).model.state_dict()
+    base = make_backend(models.adapter_base(path), cache=False).model.state_dict()
+    assert any(not torch.equal(trained[key], base[key]) for key in base)  # the adapter changed the weights
