@@ -1,17 +1,22 @@
-"""Tree mode vs patch mode of the world model: oracle target cost, and generation on held-out transitions.
+"""World-model fidelity and output modes: trained vs untrained, tree vs patch, on held-out real transitions.
 
-Command (the one that produced ``benchmarks/results/world_model_modes.json``)::
+Command (the one that produced ``benchmarks/results/world_model_modes.json`` and ``world_model_modes_eval.json``
+with its drift plot ``world_model_modes_eval.png``)::
 
-    python benchmarks/world_model_modes.py --model smollm2-135m --limit 1 --max-new-tokens 96
+    python benchmarks/world_model_modes.py          # ~45 min on 2 CPU cores
+    python benchmarks/world_model_modes.py --generate 0   # oracle token cost only, seconds
 
-1. **Oracle token cost** (exact, no generation): over every real transition of the shipped data, the tokens of
-   the tree-mode target (:func:`~dynaweb_env.world_model.prompts.format_world_model_target`, the paper's full
-   next tree) vs the patch-mode target (:func:`~dynaweb_env.world_model.patch.format_patch_target`), both with
-   the structural-diff Δ, counted with the model's tokenizer. This is the ceiling of the saving: what a world
-   model that writes the right answer generates in each mode.
-2. **Generation**: ``dynaweb-eval-wm`` with ``--output-modes tree patch`` on the same held-out transitions
-   (tokens per transition, latency, validity, F1). An untrained model has not learned either format, so these
-   numbers measure the prompt variants, not trained fidelity; ``--generate 0`` skips this part.
+1. **Oracle token cost** (exact, no generation): over every real transition of the shipped expert data, the
+   tokens of the tree-mode target (:func:`~dynaweb_env.world_model.prompts.format_world_model_target`: Δ, then the
+   paper's full next tree) vs the patch-mode target (:func:`~dynaweb_env.world_model.patch.format_patch_target`:
+   the edits, which are Δ), counted with the model's tokenizer: what a world model that writes the right answer
+   generates in each mode.
+2. **Generation**, in one ``dynaweb-eval-wm`` run on the held-out (``test`` split) transitions of the shipped
+   expert and exploration data: the ``copy`` baseline (predicts "nothing changes"), the untrained base model
+   prompted with the paper's system prompt (tree mode), the shipped tree-mode world model and the
+   shipped patch-mode world model (each in its own mode). ``comparison`` in the JSON holds the issue's criteria:
+   patch tokens per transition over tree, F1 of both, and each trained model's F1 points over the untrained one
+   with its format validity.
 """
 
 from __future__ import annotations
@@ -67,42 +72,61 @@ def oracle_token_cost(model: str) -> dict:
     }
 
 
+def compare_modes(summaries: dict[str, dict], tree_label: str, patch_label: str, base_label: str | None) -> dict:
+    """Patch vs tree (and trained vs untrained) from one ``dynaweb-eval-wm`` run, with the issue's criteria."""
+    tree, patch = summaries[tree_label], summaries[patch_label]
+    comparison = {
+        "tree": tree_label,
+        "patch": patch_label,
+        "tokens_per_transition": {"tree": tree["tokens"], "patch": patch["tokens"]},
+        "patch_over_tree_tokens": round(patch["tokens"] / tree["tokens"], 3) if tree["tokens"] else None,
+        "seconds_per_transition": {"tree": tree["seconds"], "patch": patch["seconds"]},
+        "f1": {"tree": tree["f1"], "patch": patch["f1"]},
+        "valid": {"tree": tree["valid"], "patch": patch["valid"]},
+    }
+    comparison["patch_at_most_25pct_tokens_at_equal_or_better_f1"] = bool(
+        comparison["patch_over_tree_tokens"] is not None
+        and comparison["patch_over_tree_tokens"] <= 0.25
+        and patch["f1"] >= tree["f1"]
+    )
+    if base_label in summaries:
+        base = summaries[base_label]
+        comparison["untrained"] = {"label": base_label, "f1": base["f1"], "valid": base["valid"]}
+        for mode, trained in (("tree", tree), ("patch", patch)):
+            comparison[f"{mode}_f1_points_over_untrained"] = round(100 * (trained["f1"] - base["f1"]), 1)
+            comparison[f"{mode}_beats_untrained_by_20_points_with_95pct_validity"] = bool(
+                trained["f1"] - base["f1"] >= 0.20 and trained["valid"] >= 0.95
+            )
+    return comparison
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="smollm2-135m", help="World model (and tokenizer) spec.")
-    parser.add_argument("--limit", type=int, default=1, help="Held-out trajectories to generate on.")
-    parser.add_argument("--max-new-tokens", type=int, default=96)
+    parser.add_argument("--tree-model", default="smollm2-135m-wm", help="World model evaluated in tree mode.")
+    parser.add_argument("--patch-model", default="smollm2-135m-wm-patch", help="World model evaluated in patch mode.")
+    parser.add_argument("--base-model", default="smollm2-135m", help="Untrained reference ('' to skip).")
+    parser.add_argument("--limit", type=int, default=0, help="Held-out trajectories to generate on (0: all).")
+    parser.add_argument("--max-depth", type=int, default=3)
+    parser.add_argument("--max-new-tokens", type=int, default=448)
     parser.add_argument("--generate", type=int, default=1, help="0: oracle token cost only.")
     parser.add_argument("--output", default=str(RESULTS))
     args = parser.parse_args(argv)
     argv = sys.argv[1:] if argv is None else argv
     report: dict = {"command": shlex.join(["python", "benchmarks/world_model_modes.py", *argv])}
-    report["oracle"] = oracle_token_cost(args.model)
+    report["oracle"] = oracle_token_cost("smollm2-135m")
     print(json.dumps(report["oracle"], indent=2))
     if args.generate:
-        eval_argv = [
-            "--world-models",
-            args.model,
-            "--output-modes",
-            "tree",
-            "patch",
-            "--limit",
-            str(args.limit),
-            "--max-depth",
-            "1",
-            "--max-new-tokens",
-            str(args.max_new_tokens),
-            "--no-judge",
-            "--output",
-            str(Path(args.output).with_name("world_model_modes_eval.json")),
-        ]
+        models = ["copy", *([args.base_model] if args.base_model else []), args.tree_model, args.patch_model]
+        eval_argv = ["--world-models", *models, "--output-modes", "tree", "--limit", str(args.limit)]
+        eval_argv += ["--max-depth", str(args.max_depth), "--max-new-tokens", str(args.max_new_tokens)]
+        eval_argv += ["--output", str(Path(args.output).with_name("world_model_modes_eval.json"))]
         evaluation = evaluate_world_models(parse_args(eval_argv), shlex.join(["dynaweb-eval-wm", *eval_argv]))
-        report["generation"] = {
-            "command": evaluation["command"],
-            "table": evaluation["table"],
-            "summaries": {label: r["summary"] for label, r in evaluation["results"].items()},
-        }
+        summaries = {label: result["summary"] for label, result in evaluation["results"].items()}
+        report["generation"] = {"command": evaluation["command"], "table": evaluation["table"], "summaries": summaries}
+        base_label = args.base_model or None
+        report["comparison"] = compare_modes(summaries, args.tree_model, args.patch_model, base_label)
         print(evaluation["table"])
+        print(json.dumps(report["comparison"], indent=2))
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps(report, indent=2) + "\n")
     return report

@@ -279,8 +279,11 @@ def name_adapter_base(adapter_dir: str | os.PathLike[str], base_reference: str) 
     config_file.write_text(json.dumps(config, indent=2) + "\n")
 
 
-#: What :func:`ship_adapter` copies: the adapter and the run's provenance, not the tokenizer (the base has it).
-SHIPPED_FILES = (ADAPTER_CONFIG_FILE, "adapter_model.safetensors", "wm_sft_summary.json")
+#: The adapter weights file peft writes and reads.
+ADAPTER_WEIGHTS_FILE = "adapter_model.safetensors"
+#: What :func:`ship_adapter` copies besides the weights: the config and the run's provenance (not the
+#: tokenizer: the base model has it).
+SHIPPED_FILES = (ADAPTER_CONFIG_FILE, "wm_sft_summary.json")
 
 
 def ship_adapter(source: str | os.PathLike[str], name: str) -> Path:
@@ -303,9 +306,20 @@ def ship_adapter(source: str | os.PathLike[str], name: str) -> Path:
     for file_name in SHIPPED_FILES:
         if (source / file_name).is_file():
             shutil.copyfile(source / file_name, adapter.path / file_name)
+    _save_half_precision(source / ADAPTER_WEIGHTS_FILE, adapter.path / ADAPTER_WEIGHTS_FILE)
     if adapter.output_mode:
         (adapter.path / WORLD_MODEL_INFO_FILE).write_text(json.dumps({"output_mode": adapter.output_mode}) + "\n")
     return adapter.path
+
+
+def _save_half_precision(source: Path, target: Path) -> None:
+    # float16 halves the package size; peft casts the weights back to the model's dtype on loading.
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(source)
+    save_file({k: v.to(torch.float16) if v.is_floating_point() else v for k, v in weights.items()}, target)
+    target.chmod(0o644)
 
 
 def _check_name(name: str) -> None:

@@ -240,15 +240,15 @@ def is_terminal_transition(trajectory: Trajectory, index: int) -> bool:
 
     The last step of a trajectory holds the final page; when its action is empty, the episode was ended by the
     environment (e.g. a MiniWoB++ task completed) right after the previous step's action. A final ``stop``
-    belongs to the agent, not to the world model, and ``metadata["truncated"]`` marks an episode cut by a step
-    limit: neither makes the last transition terminal.
+    belongs to the agent, not to the world model, and an episode cut by a step or token limit
+    (``metadata["truncated"]``, or a ``metadata["end_reason"]`` other than ``"terminated"`` as
+    ``dynaweb-collect`` records it) did not end by its last action either.
     """
     last = len(trajectory.steps) - 1
-    return (
-        index + 1 == last
-        and not trajectory.steps[last].action.strip()
-        and not trajectory.metadata.get("truncated", False)
-    )
+    cut_by_a_limit = trajectory.metadata.get("truncated", False) or trajectory.metadata.get(
+        "end_reason", "terminated"
+    ) not in ("terminated", "expert")
+    return index + 1 == last and not trajectory.steps[last].action.strip() and not cut_by_a_limit
 
 
 def world_model_example(

@@ -185,6 +185,14 @@ def test_ship_adapter_copies_the_adapter_and_checks_its_mode(tmp_path, monkeypat
         models.WORLD_MODEL_INFO_FILE,
     ]
     assert models.resolve_model("test-wm") == target and models.adapter_base(target) == "tiny-random"
+    from safetensors.torch import load_file
+
+    shipped, trained_weights = (
+        load_file(target / models.ADAPTER_WEIGHTS_FILE),
+        load_file(trained / models.ADAPTER_WEIGHTS_FILE),
+    )
+    assert {v.dtype for v in shipped.values()} == {torch.float16} and shipped.keys() == trained_weights.keys()
+    assert all(torch.allclose(shipped[k].float(), trained_weights[k], atol=1e-3) for k in shipped)
     assert models.world_model_output_mode("test-wm") == "patch"
     (trained / models.WORLD_MODEL_INFO_FILE).write_text('{"output_mode": "tree"}')
     with pytest.raises(ValueError, match="trained for output_mode='tree'"):

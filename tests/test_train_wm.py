@@ -87,6 +87,10 @@ def test_terminal_only_when_the_environment_ended_the_episode():
     truncated = login_trajectory("c")
     truncated.metadata["truncated"] = True
     assert not is_terminal_transition(truncated, 1)
+    for end_reason, terminal in (("truncated", False), ("max_steps", False), ("terminated", True)):
+        collected = login_trajectory("d")  # as dynaweb-collect records it
+        collected.metadata["end_reason"] = end_reason
+        assert is_terminal_transition(collected, 1) == terminal
 
 
 @pytest.mark.parametrize("loss_on", ["full", "changes"])
