@@ -42,7 +42,7 @@ $(STAMPS)/model: $(STAMPS)/package
 
 # The main job: one dream printed step by step, then DynaWeb GSPO training (dreams + experts).
 demo: setup
-	dynaweb-dream
+	dynaweb-dream --policy expert
 	dynaweb-train --env dream --expert-frac 0.5
 
 test: setup

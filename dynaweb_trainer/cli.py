@@ -129,7 +129,7 @@ def train_main(argv: Sequence[str] | None = None) -> int:
 
     checkpoint = resume_checkpoint(args)
     print(
-        f"dynaweb-train: env={args.environment} policy={args.policy} world_model={args.world_model} "
+        f"dynaweb-train: env={args.environment} policy={args.policy} world_model={args.world_model or 'shipped'} "
         f"expert_frac={args.expert_frac} G={args.num_generations} max_steps={args.max_steps} "
         f"output_dir={args.output_dir}" + (f" resume={checkpoint}" if checkpoint else ""),
         flush=True,

@@ -1,6 +1,7 @@
 """``dynaweb-dream``: watch a policy act in a dream, step by step.
 
-    dynaweb-dream                                   # embedded policy and world model, a shipped start state
+    dynaweb-dream                                   # embedded policy, shipped world model and start state
+    dynaweb-dream --policy expert                   # the scripted expert acts: watch the world model answer
     dynaweb-dream --task miniwob.click-checkboxes --seed 3 --dream-length 4
     dynaweb-dream --policy outputs/dynaweb-gspo --world-model openai:wm@http://localhost:8000/v1
 
