@@ -3,7 +3,7 @@
 Command (the one that produced ``benchmarks/results/world_model_modes.json`` and ``world_model_modes_eval.json``
 with its drift plot ``world_model_modes_eval.png``)::
 
-    python benchmarks/world_model_modes.py          # ~45 min on 2 CPU cores
+    python benchmarks/world_model_modes.py --max-depth 2 --no-judge   # ~30 min on 2 CPU cores
     python benchmarks/world_model_modes.py --generate 0   # oracle token cost only, seconds
 
 1. **Oracle token cost** (exact, no generation): over every real transition of the shipped expert data, the
@@ -109,6 +109,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--max-depth", type=int, default=3)
     parser.add_argument("--max-new-tokens", type=int, default=448)
     parser.add_argument("--generate", type=int, default=1, help="0: oracle token cost only.")
+    parser.add_argument("--judge", action=argparse.BooleanOptionalAction, default=True, help="Measure judge accuracy.")
     parser.add_argument("--output", default=str(RESULTS))
     args = parser.parse_args(argv)
     argv = sys.argv[1:] if argv is None else argv
@@ -120,6 +121,7 @@ def main(argv: list[str] | None = None) -> dict:
         eval_argv = ["--world-models", *models, "--output-modes", "tree", "--limit", str(args.limit)]
         eval_argv += ["--max-depth", str(args.max_depth), "--max-new-tokens", str(args.max_new_tokens)]
         eval_argv += ["--output", str(Path(args.output).with_name("world_model_modes_eval.json"))]
+        eval_argv += [] if args.judge else ["--no-judge"]
         evaluation = evaluate_world_models(parse_args(eval_argv), shlex.join(["dynaweb-eval-wm", *eval_argv]))
         summaries = {label: result["summary"] for label, result in evaluation["results"].items()}
         report["generation"] = {"command": evaluation["command"], "table": evaluation["table"], "summaries": summaries}

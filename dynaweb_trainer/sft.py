@@ -323,7 +323,14 @@ class PolicySFTTrainer(SFTTrainer):
         return loss
 
 
-def _resolve_checkpoint(config: PolicySFTConfig) -> str | None:
+def resolve_checkpoint(config: SFTConfig) -> str | None:
+    """The checkpoint to resume from: ``resume_from_checkpoint`` as a path, or ``"last"`` for the newest one.
+
+    Shared by ``dynaweb-sft`` and ``dynaweb-train-wm``.
+
+    Raises:
+        FileNotFoundError: If the named checkpoint, or any checkpoint for ``"last"``, is missing.
+    """
     value = config.resume_from_checkpoint
     if value is None or str(value).lower() in ("", "false", "no", "none"):
         return None
@@ -341,8 +348,11 @@ def _resolve_checkpoint(config: PolicySFTConfig) -> str | None:
     return str(value)
 
 
-def make_lora_config(config: PolicySFTConfig) -> Any:
-    """The :class:`peft.LoraConfig` for ``config`` (``None`` for full fine-tuning)."""
+def make_lora_config(config: SFTConfig) -> Any:
+    """The :class:`peft.LoraConfig` of ``config``'s ``use_peft`` and ``lora_*`` fields (``None``: full fine-tuning).
+
+    Shared by ``dynaweb-sft`` and ``dynaweb-train-wm``.
+    """
     if not config.use_peft:
         return None
     from peft import LoraConfig
@@ -417,7 +427,7 @@ def train_policy_sft(
         logged loss, runtime, where the model went.
     """
     start = time.perf_counter()
-    resume = _resolve_checkpoint(config)
+    resume = resolve_checkpoint(config)
     trainer, data_stats = build_sft_trainer(config, trajectories)
     result = trainer.train(resume_from_checkpoint=resume)
     trainer.save_model(config.output_dir)
@@ -480,7 +490,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         config = parse_config(argv)
-        _resolve_checkpoint(config)
+        resolve_checkpoint(config)
         trajectories = load_expert_trajectories(config.dataset_path, config.dataset_split, config.successful_only)
     except (FileNotFoundError, ValueError) as error:
         print(f"dynaweb-sft: error: {error}", file=sys.stderr)

@@ -60,6 +60,7 @@ from dynaweb_env.world_model.patch import PATCH_HEADER, format_patch_target
 from dynaweb_env.world_model.prompts import TREE_HEADER, build_world_model_messages, format_world_model_target
 
 from .sft import PolicySFTTrainer as LabelledHeadSFTTrainer
+from .sft import make_lora_config, resolve_checkpoint
 
 #: Real trajectories shipped with the package (scripted experts on MiniWoB++ tasks).
 BUILTIN_TRAJECTORIES = Path(str(files("dynaweb_env.data") / "builtin" / "miniwob_small.jsonl"))
@@ -390,47 +391,6 @@ def build_world_model_dataset(
 # ---------------------------------------------------------------------------------------------------
 # Training.
 # ---------------------------------------------------------------------------------------------------
-
-
-def make_lora_config(config: WorldModelSFTConfig) -> Any:
-    """The :class:`peft.LoraConfig` for ``config`` (``None`` for full fine-tuning)."""
-    if not config.use_peft:
-        return None
-    from peft import LoraConfig
-
-    targets: Any = config.lora_target_modules
-    if list(targets) == ["all-linear"]:
-        targets = "all-linear"
-    return LoraConfig(
-        r=config.lora_r,
-        lora_alpha=config.lora_alpha,
-        lora_dropout=config.lora_dropout,
-        target_modules=targets,
-        task_type="CAUSAL_LM",
-    )
-
-
-def resolve_checkpoint(config: WorldModelSFTConfig) -> str | None:
-    """The checkpoint to resume from: ``resume_from_checkpoint`` as a path, or ``"last"`` for the newest one.
-
-    Raises:
-        FileNotFoundError: If the named checkpoint, or any checkpoint for ``"last"``, is missing.
-    """
-    value = config.resume_from_checkpoint
-    if value is None or str(value).lower() in ("", "false", "no", "none"):
-        return None
-    if str(value).lower() in ("last", "latest", "true", "yes"):
-        from transformers.trainer_utils import get_last_checkpoint
-
-        last = get_last_checkpoint(config.output_dir) if os.path.isdir(config.output_dir) else None
-        if last is None:
-            raise FileNotFoundError(
-                f"resume_from_checkpoint={value!r}: no checkpoint-* directory in {config.output_dir}"
-            )
-        return last
-    if not os.path.isdir(value):
-        raise FileNotFoundError(f"resume_from_checkpoint: checkpoint directory not found: {value}")
-    return str(value)
 
 
 def build_world_model_trainer(
