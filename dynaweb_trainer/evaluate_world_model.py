@@ -5,7 +5,8 @@ For every world model (and output mode) on the same held-out trajectories (defau
 
 - **one step**, on every real transition ``(o_t, a_t, o_{t+1})``: format validity (parsed with no error and
   no fallback), precision / recall / F1 of the predicted next tree's node lines against the real ones
-  (multisets of :func:`~dynaweb_env.observation.axtree_nodes`: whitespace-normalised, bids kept), exact match,
+  (multisets of :func:`~dynaweb_env.observation.axtree_nodes`: whitespace-normalised, bids kept), *strict* F1
+  (the same F1 with every invalid output scored 0), exact match,
   URL accuracy, terminal accuracy (``[Episode ended]`` vs the real end of episode), tokens generated and
   latency per transition (one batched ``generate`` call per batch; latency = batch time / batch size);
 - **multi-step drift**: from the first state of each trajectory the model is fed its *own* predictions with
@@ -18,13 +19,19 @@ For every world model (and output mode) on the same held-out trajectories (defau
 
 ``copy`` is a reference world model that predicts "nothing changes" (the current page), without an LLM.
 
+Why two F1s: ``f1`` scores the tree a dream would continue from. When an output is malformed the parser keeps the
+current page (a dream must go on), so a model that never writes a valid output scores exactly what ``copy``
+scores. ``strict_f1`` scores what the model itself predicted: an output that is malformed, or that the parser
+only read by falling back to the current page, counts 0. Compare world models on ``strict_f1``, and against
+``copy`` on either.
+
 Command line::
 
     dynaweb-eval-wm --world-models copy tiny-random --limit 2 --max-depth 2 --max-new-tokens 16
     dynaweb-eval-wm --world-models smollm2-135m runs/wm-smollm2 --output-modes tree patch --limit 4
 
 Writes ``--output`` (JSON with the exact command, the summary table and per-transition records) and a PNG
-plot of F1 vs dream depth beside it.
+plot of strict F1 vs dream depth beside it.
 """
 
 from __future__ import annotations
@@ -123,6 +130,14 @@ class _TokenCounter:
         return generations
 
 
+def _is_valid(prediction: WorldModelPrediction) -> bool:
+    return prediction.error is None and not prediction.fallback
+
+
+def _strict_f1(record: dict) -> float:
+    return float(record["f1"]) if record["valid"] else 0.0
+
+
 def _mean(values: Sequence[float]) -> float | None:
     return round(sum(values) / len(values), 4) if values else None
 
@@ -138,7 +153,7 @@ def evaluate_one_step(world_model: Any, trajectories: Sequence[Trajectory], batc
             {
                 "trajectory": trajectory.id,
                 "index": index,
-                "valid": prediction.error is None and not prediction.fallback,
+                "valid": _is_valid(prediction),
                 **tree_scores(prediction.axtree, real.axtree),
                 "url_correct": prediction.url.strip() == real.url.strip(),
                 "terminal_correct": prediction.terminal == is_terminal_transition(trajectory, index),
@@ -166,7 +181,8 @@ def evaluate_drift(
         by_depth[depth] = []
         for trajectory, prediction in zip(alive, predictions, strict=True):
             states[trajectory.id] = (prediction.url, prediction.axtree)
-            by_depth[depth].append(tree_scores(prediction.axtree, trajectory.steps[index + 1].axtree))
+            scores = tree_scores(prediction.axtree, trajectory.steps[index + 1].axtree)
+            by_depth[depth].append({"valid": _is_valid(prediction), **scores})
     return by_depth
 
 
@@ -219,7 +235,7 @@ def evaluate_judge(backend: Any, trajectories: Sequence[Trajectory], max_new_tok
 
 def summarise(records: list[dict], drift: dict[int, list[dict]], judged: list[dict] | None) -> dict[str, Any]:
     def column(key: str) -> list[float]:
-        return [float(r[key]) for r in records]
+        return [_strict_f1(r) if key == "strict_f1" else float(r[key]) for r in records]
 
     summary = {
         "transitions": len(records),
@@ -230,6 +246,7 @@ def summarise(records: list[dict], drift: dict[int, list[dict]], judged: list[di
                 "precision",
                 "recall",
                 "f1",
+                "strict_f1",
                 "exact",
                 "url_correct",
                 "terminal_correct",
@@ -241,6 +258,7 @@ def summarise(records: list[dict], drift: dict[int, list[dict]], judged: list[di
             str(depth): {
                 "n": len(rows),
                 "f1": _mean([r["f1"] for r in rows]),
+                "strict_f1": _mean([_strict_f1(r) for r in rows]),
                 "exact": _mean([r["exact"] for r in rows]),
             }
             for depth, rows in drift.items()
@@ -253,10 +271,10 @@ def summarise(records: list[dict], drift: dict[int, list[dict]], judged: list[di
 
 
 def format_table(results: dict[str, dict[str, Any]]) -> str:
-    """One row per world model: the one-step metrics, F1 at each depth and judge accuracy."""
+    """One row per world model: the one-step metrics, strict F1 at each depth and judge accuracy."""
     depths = sorted({int(d) for r in results.values() for d in r["summary"]["drift"]})
-    head = ["world model", "valid", "P", "R", "F1", "exact", "URL", "term", "tok/tr", "s/tr"]
-    head += [f"F1@{d}" for d in depths] + ["judge"]
+    head = ["world model", "valid", "P", "R", "F1", "strict", "exact", "URL", "term", "tok/tr", "s/tr"]
+    head += [f"strict@{d}" for d in depths] + ["judge"]
     rows = [head]
     for label, result in results.items():
         s = result["summary"]
@@ -265,10 +283,11 @@ def format_table(results: dict[str, dict[str, Any]]) -> str:
             return "-" if value is None else f"{value:.{digits}f}"
 
         row = [label] + [
-            fmt(s[k]) for k in ("valid", "precision", "recall", "f1", "exact", "url_correct", "terminal_correct")
+            fmt(s[k])
+            for k in ("valid", "precision", "recall", "f1", "strict_f1", "exact", "url_correct", "terminal_correct")
         ]
         row += [fmt(s["tokens"], 0), fmt(s["seconds"], 1)]
-        row += [fmt(s["drift"].get(str(d), {}).get("f1")) for d in depths]
+        row += [fmt(s["drift"].get(str(d), {}).get("strict_f1")) for d in depths]
         row.append(fmt(s.get("judge_accuracy")))
         rows.append(row)
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
@@ -285,9 +304,9 @@ def plot_drift(results: dict[str, dict[str, Any]], path: Path) -> None:
     for label, result in results.items():
         drift = result["summary"]["drift"]
         depths = sorted(int(d) for d in drift)
-        axis.plot(depths, [drift[str(d)]["f1"] for d in depths], marker="o", label=label)
+        axis.plot(depths, [drift[str(d)]["strict_f1"] for d in depths], marker="o", label=label)
     axis.set_xlabel("dream depth (steps fed its own predictions)")
-    axis.set_ylabel("next-tree node F1")
+    axis.set_ylabel("next-tree node F1 (invalid output = 0)")
     axis.set_ylim(0, 1.05)
     axis.set_title("World-model drift on held-out real trajectories")
     axis.legend(fontsize=8)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from dynaweb_trainer.evaluate_world_model import judge_cases, main, parse_args, tree_scores
+from dynaweb_trainer.evaluate_world_model import judge_cases, main, parse_args, summarise, tree_scores
 from dynaweb_trainer.world_model_sft import BUILTIN_EXPLORATION, BUILTIN_TRAJECTORIES, load_trajectories
 
 TREE = "RootWebArea 'x'\n\t[1] button 'a'\n\t[2] button 'b'"
@@ -17,6 +17,17 @@ def test_tree_scores_are_multiset_precision_recall():
     scores = tree_scores("RootWebArea 'x'\n   [1]   button 'a'", TREE)  # whitespace-normalised
     assert scores["precision"] == 1.0 and scores["recall"] == pytest.approx(2 / 3) and scores["exact"] == 0.0
     assert tree_scores("[9] link 'z'", TREE)["f1"] == 0.0
+
+
+def test_strict_f1_scores_invalid_outputs_zero():
+    records = [
+        {"valid": True, "f1": 0.8, "precision": 0.8, "recall": 0.8, "exact": 0.0},
+        {"valid": False, "f1": 0.6, "precision": 0.6, "recall": 0.6, "exact": 0.0},  # a fallback to the page
+    ]
+    extra = {"url_correct": True, "terminal_correct": True, "tokens": 10, "seconds": 1.0}
+    summary = summarise([r | extra for r in records], {1: records}, None)
+    assert summary["f1"] == pytest.approx(0.7) and summary["strict_f1"] == pytest.approx(0.4)
+    assert summary["valid"] == 0.5 and summary["drift"]["1"]["strict_f1"] == pytest.approx(0.4)
 
 
 def test_judge_cases_pair_each_success_with_a_truncated_failure():
@@ -77,7 +88,11 @@ def test_side_by_side_run_writes_json_table_and_plot(tmp_path, capsys):
     # Copying the page is a well-formed prediction with the right URL; it is exact only where nothing changed.
     assert copy["valid"] == 1.0 and copy["url_correct"] == 1.0 and copy["tokens"] == 0
     assert 0 < copy["f1"] < 1 and set(copy["drift"]) == {"1", "2"}
+    assert copy["strict_f1"] == copy["f1"]
     tiny = saved["results"]["tiny-random [tree]"]
+    # 8 random tokens are never a valid output: the dream keeps the page (copy's F1), the model's own F1 is 0.
+    assert tiny["summary"]["valid"] == 0.0 and tiny["summary"]["strict_f1"] == 0.0
+    assert tiny["summary"]["f1"] == copy["f1"]
     assert tiny["summary"]["tokens"] > 0 and tiny["summary"]["judge_cases"] == 4 and tiny["judge"]
     assert (tmp_path / "eval.png").stat().st_size > 1000
     assert "copy" in capsys.readouterr().out and report["table"] == saved["table"]
