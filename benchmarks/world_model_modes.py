@@ -95,7 +95,9 @@ def compare_modes(summaries: dict[str, dict], tree_label: str, patch_label: str,
     if "copy" in summaries:
         comparison["copy_f1"] = summaries["copy"]["f1"]
         for mode, trained in (("tree", tree), ("patch", patch)):
-            comparison[f"{mode}_strict_f1_points_over_copy"] = round(100 * (trained["strict_f1"] - comparison["copy_f1"]), 1)
+            comparison[f"{mode}_strict_f1_points_over_copy"] = round(
+                100 * (trained["strict_f1"] - comparison["copy_f1"]), 1
+            )
     if base_label in summaries:
         base = summaries[base_label]
         comparison["untrained"] = {k: base[k] for k in ("f1", "strict_f1", "valid")} | {"label": base_label}
