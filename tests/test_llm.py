@@ -22,7 +22,7 @@ from dynaweb_env.llm import (
     parse_backend_spec,
 )
 from dynaweb_env.llm.openai_backend import OpenAIBackend
-from dynaweb_env.llm.transformers_backend import TransformersBackend
+from dynaweb_env.llm.transformers_backend import MIN_SHARED_PREFIX, TransformersBackend, shared_prefix_length
 
 CONVERSATIONS = [
     [{"role": "user", "content": "Hi"}],
@@ -217,6 +217,33 @@ def test_smollm2_stop_strings(smol):
     assert generation.text.endswith(("!", "?")) and generation.text.count("!") + generation.text.count("?") == 1
     assert smol.tokenizer.decode(generation.completion_ids).startswith(generation.text)
     assert len(generation.logprobs) == len(generation.completion_ids)
+
+
+def test_shared_prefix_length_leaves_every_prompt_a_token():
+    assert shared_prefix_length([[1, 2, 3, 4], [1, 2, 5]]) == 2
+    assert shared_prefix_length([[1, 2, 3], [1, 2, 3]]) == 2  # a GRPO group: all but the last token
+    assert shared_prefix_length([[1, 2, 3]]) == 2 and shared_prefix_length([]) == 0
+    assert shared_prefix_length([[7, 2], [1, 2]]) == 0
+
+
+@pytest.mark.parametrize("params", [SamplingParams(max_new_tokens=16, temperature=0), SamplingParams(16, seed=5)])
+def test_smollm2_shared_prefix_prefill_changes_nothing(smol, params):
+    # A long shared system prompt, users of different lengths (so the rows are padded between the shared
+    # prefix and their own suffix) and a repeated prompt, as in a GRPO group.
+    system = {"role": "system", "content": "You predict web pages. Be brief and precise. " * 8}
+    users = ["Click [12].", "Type 'hello world' into the search box [7] and press Enter.", "Click [12]."]
+    conversations = [[system, {"role": "user", "content": user}] for user in users]
+    assert shared_prefix_length([smol.chat_prompt_ids(c) for c in conversations]) >= MIN_SHARED_PREFIX
+    shared = smol.generate(conversations, params)
+    smol.share_prefix = False
+    try:
+        full = smol.generate(conversations, params)
+    finally:
+        smol.share_prefix = True
+    for a, b in zip(shared, full, strict=True):
+        _check_aligned(a, params)
+        assert a.text == b.text and a.completion_ids == b.completion_ids and a.prompt_ids == b.prompt_ids
+        assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)) < 1e-3
 
 
 # --- make_backend --------------------------------------------------------------------------------

@@ -21,6 +21,25 @@ import torch
 from .base import Conversation, Generation, GenerationError, SamplingParams
 
 DEFAULT_MAX_BATCH_SIZE = 16
+#: Fewest leading tokens the prompts of a batch must share before they are prefilled once for all rows.
+MIN_SHARED_PREFIX = 16
+
+
+def shared_prefix_length(prompts: Sequence[Sequence[int]]) -> int:
+    """Length of the longest token prefix common to all ``prompts``, leaving every prompt at least one token.
+
+    (Each row's last prompt token must go through the model with the row's own suffix, so that its logits
+    give the row's first generated token.)
+    """
+    if not prompts:
+        return 0
+    limit = min(len(ids) for ids in prompts) - 1
+    first = prompts[0]
+    length = 0
+    while length < limit and all(ids[length] == first[length] for ids in prompts[1:]):
+        length += 1
+    return length
+
 
 
 def _load_merged_adapter(adapter_dir: Path, base: Path | str, dtype: torch.dtype) -> Any:
@@ -102,6 +121,12 @@ class TransformersBackend:
     batch so the rest decode faster. Batches larger than ``max_batch_size`` are split, after sorting
     by prompt length to reduce padding; results always come back in input order.
 
+    Shared prompt prefixes are computed once: when the prompts of a batch start with the same tokens
+    (at least :data:`MIN_SHARED_PREFIX`; e.g. the world model's system prompt, ~850 tokens of every
+    prompt, or the ``G`` identical prompts of a GRPO group), that prefix is prefilled for one row, its
+    KV cache is repeated over the batch, and only the rest of each prompt is prefilled per row. The
+    outputs are those of a full prefill up to floating-point rounding.
+
     What each :class:`~dynaweb_env.llm.base.Generation` holds:
 
     - ``prompt_ids``: the prompt exactly as the model saw it, without padding (for chat input, the
@@ -131,6 +156,7 @@ class TransformersBackend:
         dtype: Weights dtype when loading (default float32 on CPU, bfloat16 on CUDA).
         max_batch_size: Most sequences decoded together.
         model_name: Name for logs; defaults to the reference or the model's ``name_or_path``.
+        share_prefix: Prefill a prefix shared by all prompts of a batch once (see above).
 
     Example:
         >>> backend = TransformersBackend("tiny-random")
@@ -146,10 +172,12 @@ class TransformersBackend:
         dtype: str | torch.dtype | None = None,
         max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
         model_name: str | None = None,
+        share_prefix: bool = True,
     ) -> None:
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
         self.max_batch_size = max_batch_size
+        self.share_prefix = share_prefix
         if isinstance(model, (str, os.PathLike)):
             self.model, self.tokenizer, self.model_name = self._load(model, tokenizer, device, dtype)
         elif isinstance(model, torch.nn.Module):
@@ -272,21 +300,37 @@ class TransformersBackend:
                     self.model.train()
         return results  # type: ignore[return-value]
 
+    def _prefill_shared_prefix(self, prompts: list[list[int]]) -> tuple[Any, int]:
+        """A KV cache of the prompts' shared prefix, repeated over the batch, and the prefix length (0: none)."""
+        from transformers import DynamicCache
+
+        cache = DynamicCache()
+        shared = shared_prefix_length(prompts) if self.share_prefix and len(prompts) > 1 else 0
+        if shared < MIN_SHARED_PREFIX:
+            return cache, 0
+        prefix = torch.tensor([prompts[0][:shared]], device=self.device)
+        extra = {"logits_to_keep": 1} if self._logits_to_keep else {}
+        self.model(input_ids=prefix, past_key_values=cache, use_cache=True, **extra)
+        cache.batch_repeat_interleave(len(prompts))
+        return cache, shared
+
     def _decode(self, prompts: list[list[int]], seeds: list[int], params: SamplingParams) -> list[Generation]:
         device = self.device
-        width = max(len(ids) for ids in prompts)
+        cache, shared = self._prefill_shared_prefix(prompts)
+        # Rows are [shared prefix | left padding | rest of the prompt]: padding in the middle is masked out,
+        # and position ids count real tokens only, so each row sees exactly its own prompt.
+        suffixes = [ids[shared:] for ids in prompts]
+        width = max(len(ids) for ids in suffixes)
         input_ids = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long)
-        attention_mask = torch.zeros((len(prompts), width), dtype=torch.long)
-        for row, ids in enumerate(prompts):
+        attention_mask = torch.zeros((len(prompts), shared + width), dtype=torch.long)
+        attention_mask[:, :shared] = 1
+        for row, ids in enumerate(suffixes):
             input_ids[row, width - len(ids) :] = torch.tensor(ids)
-            attention_mask[row, width - len(ids) :] = 1
+            attention_mask[row, shared + width - len(ids) :] = 1
         input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
         position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
         generators = [torch.Generator(device=device).manual_seed(seed) for seed in seeds]
         temperature = params.temperature if params.temperature > 0 else 1.0
-        from transformers import DynamicCache
-
-        cache = DynamicCache()
         completions: list[list[int]] = [[] for _ in prompts]
         logprobs: list[list[float]] = [[] for _ in prompts]
         finish = ["length"] * len(prompts)
@@ -351,4 +395,4 @@ class TransformersBackend:
         return text[: min(ends)] if ends else None
 
 
-__all__ = ["TransformersBackend", "sequence_seeds", "validate_conversation"]
+__all__ = ["TransformersBackend", "sequence_seeds", "shared_prefix_length", "validate_conversation"]
