@@ -41,7 +41,6 @@ def shared_prefix_length(prompts: Sequence[Sequence[int]]) -> int:
     return length
 
 
-
 def _load_merged_adapter(adapter_dir: Path, base: Path | str, dtype: torch.dtype) -> Any:
     """The base model with a LoRA adapter merged into its weights (generation then costs what the base costs)."""
     from transformers import AutoModelForCausalLM
