@@ -16,6 +16,10 @@ Command line::
 It prints a per-task table and writes JSON: the summary (success rate, mean reward, mean steps), the
 per-task table, every episode (task, seed, success, steps, actions, responses, errors), throughput
 counters, and the exact command and configuration.
+
+An interrupted evaluation resumes: each finished episode is appended to ``<output>.partial.jsonl`` as it
+ends, and running the same command again evaluates only the ``task x seed`` episodes not in it (the file is
+removed once the JSON is written). A partial file of a different configuration is refused, not mixed in.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import platform
 import shlex
 import sys
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -246,6 +251,51 @@ def format_table(summary: dict[str, Any], per_task: dict[str, dict[str, Any]]) -
     return "\n".join(lines)
 
 
+#: Configuration fields that do not change an episode's result: a partial file of other values still resumes.
+_RESUME_IGNORES = ("tasks", "seeds", "output", "num_envs", "max_batch_size", "headless", "device")
+
+
+def partial_results_path(output: str | os.PathLike[str]) -> Path:
+    """Where :func:`evaluate_policy` saves finished episodes while it runs (``<output>.partial.jsonl``)."""
+    output = Path(output)
+    return output.with_name(output.name + ".partial.jsonl")
+
+
+def _resume_header(config: EvalConfig) -> dict[str, Any]:
+    return {"resume_config": {k: v for k, v in asdict(config).items() if k not in _RESUME_IGNORES}}
+
+
+def load_partial_results(config: EvalConfig) -> dict[tuple[str, int], dict[str, Any]]:
+    """Episode records an interrupted run of the same configuration saved, keyed by ``(task, seed)``.
+
+    Corrupt lines (a run killed mid-write) are skipped with a warning; their episodes run again.
+
+    Raises:
+        ValueError: If the partial file belongs to a different configuration.
+    """
+    path = partial_results_path(config.output)
+    if not path.is_file():
+        return {}
+    lines = path.read_text(encoding="utf-8").splitlines()
+    try:
+        header = json.loads(lines[0]) if lines else None
+    except json.JSONDecodeError:
+        header = None
+    if header != _resume_header(config):
+        raise ValueError(
+            f"{path} holds episodes of another evaluation configuration than this one; delete it to start over "
+            "or choose another --output"
+        )
+    records: dict[tuple[str, int], dict[str, Any]] = {}
+    for number, line in enumerate(lines[1:], start=2):
+        try:
+            record = json.loads(line)
+            records[(str(record["task_id"]), int(record["task_seed"]))] = record
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+            warnings.warn(f"{path}:{number}: corrupt episode record skipped; that episode runs again", stacklevel=2)
+    return records
+
+
 def evaluate_policy(
     config: EvalConfig,
     policy: LoadedPolicy | None = None,
@@ -284,10 +334,22 @@ def evaluate_policy(
         config.max_axtree_chars,  # type: ignore[arg-type]
     )
     options = config.start_options()
-    owns_env = vector_env is None
+    done = load_partial_results(config)
+    todo = [o for o in options if (o["task"], o["task_seed"]) not in done]
+    partial = partial_results_path(output)
+    if not partial.is_file():
+        partial.write_text(json.dumps(_resume_header(config)) + "\n", encoding="utf-8")
+    owns_env = vector_env is None and bool(todo)
     if owns_env:
-        vector_env = make_real_vector_env(config, min(config.num_envs, len(options)))
+        vector_env = make_real_vector_env(config, min(config.num_envs, len(todo)))
     stats = RolloutStats()
+    fresh: dict[tuple[str, int], dict[str, Any]] = {}
+
+    def save(_: int, result: Any) -> None:
+        record = fresh[(result.options["task"], result.options["task_seed"])] = episode_record(result)
+        with partial.open("a", encoding="utf-8") as stream:
+            stream.write(json.dumps(record, ensure_ascii=False) + "\n")
+
     try:
         recorder = ObservationRecorder(vector_env) if policy.kind == "expert" else vector_env
         if policy.kind == "expert":
@@ -295,23 +357,27 @@ def evaluate_policy(
         sampling = SamplingParams(
             max_new_tokens=config.max_new_tokens, temperature=config.temperature, top_p=config.top_p
         )
-        with tqdm(total=len(options), desc=f"eval {policy.spec}", unit="episode", disable=not show_progress) as bar:
-            results = run_episodes(
-                recorder,
-                policy.backend,
-                encoder,
-                options,
-                sampling,
-                max_steps=config.max_steps,
-                seed=config.seed,
-                stats=stats,
-                progress=bar,
-            )
+        bar = tqdm(total=len(options), initial=len(options) - len(todo), desc=f"eval {policy.spec}", unit="episode")
+        with bar if show_progress else tqdm(disable=True) as bar:
+            if todo:
+                run_episodes(
+                    recorder,
+                    policy.backend,
+                    encoder,
+                    todo,
+                    sampling,
+                    max_steps=config.max_steps,
+                    seed=config.seed,
+                    stats=stats,
+                    progress=bar,
+                    on_episode=save,
+                )
     finally:
         if owns_env:
             vector_env.close()
 
-    records = [episode_record(result) for result in results]
+    done.update(fresh)
+    records = [done[(o["task"], o["task_seed"])] for o in options]
     summary, per_task = summarize_records(records)
     report = {
         "summary": summary,
@@ -321,7 +387,8 @@ def evaluate_policy(
         "config": asdict(config),
         "started_at": started_at,
         "wall_seconds": round(time.perf_counter() - start, 2),
-        "num_envs": int(vector_env.num_envs),
+        "num_envs": int(vector_env.num_envs) if vector_env is not None else 0,
+        "resumed_episodes": len(options) - len(todo),
         "rollout_stats": stats.to_dict(),
         "host": {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count()},
         "episodes": records,
@@ -329,6 +396,7 @@ def evaluate_policy(
     temporary = output.with_name(output.name + ".tmp")
     temporary.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     os.replace(temporary, output)
+    partial.unlink(missing_ok=True)
     return report
 
 

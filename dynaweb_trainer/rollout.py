@@ -24,7 +24,7 @@ import json
 import time
 import weakref
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -193,6 +193,7 @@ def run_episodes(
     send_response: bool = True,
     stats: RolloutStats | None = None,
     progress: Any = None,
+    on_episode: Callable[[int, EpisodeResult], None] | None = None,
 ) -> list[EpisodeResult]:
     """Run one episode per start option with a policy on a vector env; return them in input order.
 
@@ -216,6 +217,8 @@ def run_episodes(
             dream judge also reads the reasoning); ``False`` sends only the extracted action.
         stats: Accumulates counters (tokens, steps, seconds) when given.
         progress: A ``tqdm``-like bar; ``update(1)`` is called per finished episode.
+        on_episode: Called with ``(index in start_options, result)`` as each episode finishes (to save
+            results as they come).
 
     Returns:
         One :class:`EpisodeResult` per start option, in input order.
@@ -300,6 +303,8 @@ def run_episodes(
         results[entry.index] = entry.result
         live[slot] = None
         stats.episodes += 1
+        if on_episode is not None:
+            on_episode(entry.index, entry.result)
         if progress is not None:
             progress.update(1)
 

@@ -6,6 +6,7 @@ import json
 
 import pytest
 import torch
+from gymnasium.vector import VectorWrapper
 
 from dynaweb_env.llm.base import Generation, SamplingParams
 from dynaweb_env.observation import make_observation
@@ -15,8 +16,10 @@ from dynaweb_trainer.evaluate import (
     evaluate_policy,
     format_table,
     main,
+    make_real_vector_env,
     parse_config,
     parse_seeds,
+    partial_results_path,
     summarize_records,
 )
 from dynaweb_trainer.policy import (
@@ -162,6 +165,45 @@ def test_expert_policy_solves_two_tasks_in_real_browsers(tmp_path):
     }
     assert all(e["actions"] and e["end_reason"] == "terminated" for e in saved["episodes"])
     assert saved["command"] == "dynaweb-eval --policy expert" and saved["config"]["seeds"] == "100-101"
+
+
+class _DiesAfterSteps(VectorWrapper):
+    """A vector env whose browser "dies" (raises) after ``steps`` steps: an interrupted evaluation."""
+
+    def __init__(self, env, steps: int):
+        super().__init__(env)
+        self.steps = steps
+
+    def step(self, actions):
+        self.steps -= 1
+        if self.steps < 0:
+            raise RuntimeError("browser died")
+        return self.env.step(actions)
+
+
+@pytest.mark.browser
+def test_interrupted_evaluation_resumes_where_it_stopped(tmp_path):
+    output = tmp_path / "expert.json"
+    config = EvalConfig(policy="expert", tasks=["miniwob.click-button"], seeds="100-102", num_envs=1,
+                        output=str(output))  # fmt: skip
+    env = make_real_vector_env(config, 1)
+    try:
+        with pytest.raises(RuntimeError, match="browser died"):  # click-button takes one step per episode
+            evaluate_policy(config, vector_env=_DiesAfterSteps(env, 2), show_progress=False)
+    finally:
+        env.close()
+    partial = partial_results_path(output)
+    lines = partial.read_text().splitlines()
+    assert not output.exists() and len(lines) == 1 + 2  # header + the two finished episodes
+    partial.write_text("\n".join(lines[:2]) + "\n{not json\n")  # a line cut by the crash: that episode reruns
+
+    with pytest.raises(ValueError, match="another evaluation configuration"):
+        evaluate_policy(EvalConfig(**{**config.__dict__, "max_steps": 3}), show_progress=False)
+    with pytest.warns(UserWarning, match="corrupt episode record"):
+        report = evaluate_policy(config, show_progress=False)
+    assert report["resumed_episodes"] == 1 and report["rollout_stats"]["episodes"] == 2
+    assert [e["task_seed"] for e in report["episodes"]] == [100, 101, 102]
+    assert report["summary"]["success_rate"] == 1.0 and not partial.exists()
 
 
 @pytest.mark.browser
