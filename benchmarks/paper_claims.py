@@ -486,7 +486,7 @@ def execute(job: Job, echo: bool = True) -> None:
     log = job.output_dir / f"{job.tool}.log"
     argv = job.argv()
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
-    with open(log, "ab") as handle:
+    with open(log, "ab", buffering=0) as handle:  # unbuffered: the log shows a running tool's progress
         handle.write(f"\n$ {shlex.join(argv)}\n".encode())
         process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         try:
