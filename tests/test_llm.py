@@ -21,6 +21,7 @@ from dynaweb_env.llm import (
     make_backend,
     parse_backend_spec,
 )
+from dynaweb_env.llm.base import cut_at_repeated_line
 from dynaweb_env.llm.openai_backend import OpenAIBackend
 from dynaweb_env.llm.transformers_backend import MIN_SHARED_PREFIX, TransformersBackend, shared_prefix_length
 
@@ -244,6 +245,30 @@ def test_smollm2_shared_prefix_prefill_changes_nothing(smol, params):
         _check_aligned(a, params)
         assert a.text == b.text and a.completion_ids == b.completion_ids and a.prompt_ids == b.prompt_ids
         assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)) < 1e-3
+
+
+def test_cut_at_repeated_line():
+    assert cut_at_repeated_line("CHANGE [1]: a\nREMOVE [2]\nCHANGE [1]: a\nmore") == "CHANGE [1]: a\nREMOVE [2]\n"
+    assert cut_at_repeated_line("a\n\n\nb\n  a  \n") == "a\n\n\nb\n"  # blank lines never count
+    assert cut_at_repeated_line("a\nb\na") is None  # the last line is not complete yet
+    assert cut_at_repeated_line("") is None
+    # Servers cannot stop there, so their text is cut afterwards.
+    assert OpenAIBackend._finish(
+        {"finish_reason": "length"}, "x\ny\nx\nx\n", SamplingParams(stop_at_repeated_line=True)
+    ) == ("x\ny\n", "stop")
+
+
+def test_smollm2_stops_at_a_repeated_line(smol):
+    # Greedy SmolLM2 lists the days, then loops on "Sunday" until the token limit.
+    conversation = [{"role": "user", "content": "List the days of the week, then list them again."}]
+    [looping] = smol.generate([conversation], SamplingParams(max_new_tokens=60, temperature=0))
+    [stopped] = smol.generate(
+        [conversation], SamplingParams(max_new_tokens=60, temperature=0, stop_at_repeated_line=True)
+    )
+    assert looping.finish_reason == "length" and cut_at_repeated_line(looping.text) is not None
+    assert stopped.finish_reason == "stop" and len(stopped.completion_ids) < len(looping.completion_ids)
+    assert stopped.text == cut_at_repeated_line(looping.text)
+    assert stopped.completion_ids == looping.completion_ids[: len(stopped.completion_ids)]
 
 
 # --- make_backend --------------------------------------------------------------------------------

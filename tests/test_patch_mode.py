@@ -169,10 +169,11 @@ class EchoPatchBackend:
     """A backend that answers every prompt with one fixed patch and records the prompts."""
 
     def __init__(self, text):
-        self.text, self.calls = text, []
+        self.text, self.calls, self.params = text, [], []
 
     def generate(self, conversations, params):
         self.calls.append(conversations)
+        self.params.append(params)
         return [Generation(text=self.text, completion_ids=[1, 2, 3]) for _ in conversations]
 
 
@@ -187,6 +188,9 @@ def test_world_model_patch_mode_is_one_batched_call():
     assert all("[13] textbox 'Ann'" in p.axtree and p.error is None for p in predictions)
     tree_mode = WebWorldModel(EchoPatchBackend("x"))
     assert tree_mode.build_messages(requests[0])[0]["content"] == world_model_system_prompt()
+    # A repeated edit line ends a patch (a greedy loop would run to max_new_tokens); a tree may repeat lines.
+    tree_mode.predict(requests, seed=0)
+    assert backend.params[0].stop_at_repeated_line and not tree_mode.backend.params[0].stop_at_repeated_line
 
 
 def test_sft_patch_targets_reproduce_the_next_tree():

@@ -28,6 +28,11 @@ class SamplingParams:
         seed: Seeds the batch's sampling so that the same call gives the same texts. ``None``
             draws from the backend's running generator.
         stop: Strings that end a sequence early (the stop string is kept in the text).
+        stop_at_repeated_line: End a sequence when it completes a line it already wrote (blank lines and
+            surrounding whitespace aside); the repeated line is left out of the text. For outputs where a
+            repeated line is never meaningful, such as patch-mode edits, this stops a greedy decoding loop at
+            its first repetition instead of at ``max_new_tokens``. A backend that cannot stop mid-sequence
+            cuts the text afterwards (see :func:`cut_at_repeated_line`).
     """
 
     max_new_tokens: int = 256
@@ -35,6 +40,7 @@ class SamplingParams:
     top_p: float = 0.9
     seed: int | None = None
     stop: tuple[str, ...] = ()
+    stop_at_repeated_line: bool = False
 
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1:
@@ -47,6 +53,27 @@ class SamplingParams:
     @property
     def greedy(self) -> bool:
         return self.temperature == 0
+
+
+def cut_at_repeated_line(text: str) -> str | None:
+    """``text`` up to the first complete line that repeats an earlier non-blank line; ``None`` if none does.
+
+    Example:
+        >>> cut_at_repeated_line("a\nb\na\nc")
+        'a\nb\n'
+    """
+    seen: set[str] = set()
+    position = 0
+    for line in text.splitlines(keepends=True):
+        if not line.endswith(("\n", "\r")):
+            break  # the last line is not complete yet
+        key = line.strip()
+        if key in seen:
+            return text[:position]
+        if key:
+            seen.add(key)
+        position += len(line)
+    return None
 
 
 @dataclass
@@ -94,4 +121,11 @@ class GenerationError(RuntimeError):
     """A backend could not produce completions (server down, model missing, out of memory)."""
 
 
-__all__ = ["Conversation", "SamplingParams", "Generation", "GenerationBackend", "GenerationError"]
+__all__ = [
+    "Conversation",
+    "SamplingParams",
+    "Generation",
+    "GenerationBackend",
+    "GenerationError",
+    "cut_at_repeated_line",
+]

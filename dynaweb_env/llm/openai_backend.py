@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from .base import Conversation, Generation, GenerationError, SamplingParams
+from .base import Conversation, Generation, GenerationError, SamplingParams, cut_at_repeated_line
 from .transformers_backend import sequence_seeds, validate_conversation
 
 _TOKEN_ID = re.compile(r"token_id:(\d+)")
@@ -217,6 +217,8 @@ class OpenAIBackend:
         stop_reason = choice.get("stop_reason")
         if isinstance(stop_reason, str) and stop_reason in params.stop and not text.endswith(stop_reason):
             text += stop_reason  # the server dropped the stop string; the contract keeps it
+        if params.stop_at_repeated_line and (cut := cut_at_repeated_line(text)) is not None:
+            return cut, "stop"  # a server cannot stop there, so the repetition is cut afterwards
         return text, "length" if choice.get("finish_reason") == "length" else "stop"
 
     @staticmethod

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .base import Conversation, Generation, GenerationError, SamplingParams
+from .base import Conversation, Generation, GenerationError, SamplingParams, cut_at_repeated_line
 
 DEFAULT_MAX_BATCH_SIZE = 16
 #: Fewest leading tokens the prompts of a batch must share before they are prefilled once for all rows.
@@ -138,7 +138,8 @@ class TransformersBackend:
       temperature 1 when decoding greedily.
     - Stop strings: the sequence ends at the token that completes a stop string; ``text`` is cut
       right after the stop string (which is kept), while ``completion_ids`` end with that whole
-      token, which may carry a few characters more.
+      token, which may carry a few characters more. ``stop_at_repeated_line`` ends it at the token
+      that completes a repeated line; ``text`` ends before that line, ``completion_ids`` hold it.
 
     Sampling: ``seed`` gives every sequence its own generator derived from ``(seed, index)``, so the
     same call returns the same texts, and a sequence's sample does not depend on ``max_batch_size``
@@ -360,8 +361,8 @@ class TransformersBackend:
                 if token in self.eos_token_ids:
                     finish[row] = "stop"
                     continue
-                if params.stop:
-                    text = self._cut_at_stop(completions[row], params.stop)
+                if params.stop or params.stop_at_repeated_line:
+                    text = self._cut_at_stop(completions[row], params)
                     if text is not None:
                         finish[row], texts[row] = "stop", text
                         continue
@@ -386,11 +387,13 @@ class TransformersBackend:
             generations.append(Generation(text, list(ids), completions[row], logprobs[row], finish[row]))
         return generations
 
-    def _cut_at_stop(self, completion: list[int], stops: tuple[str, ...]) -> str | None:
+    def _cut_at_stop(self, completion: list[int], params: SamplingParams) -> str | None:
         # Decoding the whole completion each step is simpler than tracking token boundaries and
         # costs microseconds next to a forward pass.
         text = self.tokenizer.decode(completion, skip_special_tokens=True)
-        ends = [text.find(stop) + len(stop) for stop in stops if stop and stop in text]
+        ends = [text.find(stop) + len(stop) for stop in params.stop if stop and stop in text]
+        if params.stop_at_repeated_line and (cut := cut_at_repeated_line(text)) is not None:
+            ends.append(len(cut))
         return text[: min(ends)] if ends else None
 
 

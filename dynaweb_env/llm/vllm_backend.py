@@ -9,7 +9,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from .base import Conversation, Generation, SamplingParams
+from .base import Conversation, Generation, SamplingParams, cut_at_repeated_line
 from .transformers_backend import sequence_seeds, validate_conversation
 
 
@@ -103,7 +103,10 @@ class VLLMBackend:
                     float(entry[token].logprob) for entry, token in zip(completion.logprobs, token_ids, strict=True)
                 ]
             finish = "length" if completion.finish_reason == "length" else "stop"
-            generations.append(Generation(completion.text, ids, token_ids, logprobs, finish))
+            text = completion.text
+            if params.stop_at_repeated_line and (cut := cut_at_repeated_line(text)) is not None:
+                text, finish = cut, "stop"  # vLLM cannot stop there, so the repetition is cut afterwards
+            generations.append(Generation(text, ids, token_ids, logprobs, finish))
         return generations
 
 

@@ -127,6 +127,10 @@ class WebWorldModel:
         if not requests:
             return []
         params = dataclasses.replace(self.sampling, seed=seed)
+        if self.output_mode == "patch":
+            # An edit written twice is never meaningful, and a small model decoding greedily tends to repeat
+            # its last edit until max_new_tokens: stop at the first repetition.
+            params = dataclasses.replace(params, stop_at_repeated_line=True)
         generations = self.backend.generate([self.build_messages(request) for request in requests], params)
         if len(generations) != len(requests):
             raise RuntimeError(f"backend returned {len(generations)} generations for {len(requests)} prompts")
