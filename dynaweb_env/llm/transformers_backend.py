@@ -302,9 +302,9 @@ class TransformersBackend:
 
     def _prefill_shared_prefix(self, prompts: list[list[int]]) -> tuple[Any, int]:
         """A KV cache of the prompts' shared prefix, repeated over the batch, and the prefix length (0: none)."""
-        from transformers import DynamicCache
+        from .kv_cache import GrowingCache
 
-        cache = DynamicCache()
+        cache = GrowingCache()
         shared = shared_prefix_length(prompts) if self.share_prefix and len(prompts) > 1 else 0
         if shared < MIN_SHARED_PREFIX:
             return cache, 0
