@@ -29,6 +29,7 @@ Command line::
 
     dynaweb-eval-wm --world-models copy tiny-random --limit 2 --max-depth 2 --max-new-tokens 16
     dynaweb-eval-wm --world-models smollm2-135m runs/wm-smollm2 --output-modes tree patch --limit 4
+    dynaweb-eval-wm --world-models smollm2-135m smollm2-135m-wm --judge-only
 
 Writes ``--output`` (JSON with the exact command, the summary table and per-transition records) and a PNG
 plot of strict F1 vs dream depth beside it.
@@ -335,9 +336,10 @@ def evaluate_world_models(args: argparse.Namespace, command: str) -> dict[str, A
             label = spec if len(modes) == 1 else f"{spec} [{mode}]"
             world_model = build_world_model(spec, mode, args.max_new_tokens, args.temperature, args.max_axtree_chars)
             began = time.perf_counter()
-            records = evaluate_one_step(world_model, trajectories, args.batch_size, args.seed, label)
-            drift = evaluate_drift(world_model, trajectories, args.max_depth, args.batch_size, args.seed, label)
-            judged = None
+            records, drift, judged = [], {}, None
+            if not args.judge_only:
+                records = evaluate_one_step(world_model, trajectories, args.batch_size, args.seed, label)
+                drift = evaluate_drift(world_model, trajectories, args.max_depth, args.batch_size, args.seed, label)
             if args.judge and spec != COPY_MODEL and mode == modes[0]:
                 judged = evaluate_judge(world_model.backend, trajectories, args.judge_max_new_tokens, args.seed)
             results[label] = {
@@ -363,7 +365,8 @@ def evaluate_world_models(args: argparse.Namespace, command: str) -> dict[str, A
         "results": results,
     }
     output.write_text(json.dumps(report, indent=2) + "\n")
-    plot_drift(results, output.with_suffix(".png"))
+    if not args.judge_only:
+        plot_drift(results, output.with_suffix(".png"))
     return report
 
 
@@ -392,9 +395,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-axtree-chars", type=int, default=6000, help="Current-tree budget in the prompt.")
     parser.add_argument("--judge", action=argparse.BooleanOptionalAction, default=True, help="Measure the judge.")
     parser.add_argument("--judge-max-new-tokens", type=int, default=128, help="Token budget of one verdict.")
+    parser.add_argument("--judge-only", action="store_true", help="Measure only the judge (no fidelity).")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output", default=DEFAULT_OUTPUT, help="JSON report (the PNG goes beside it).")
     args = parser.parse_args(argv)
+    if args.judge_only and not args.judge:
+        parser.error("--judge-only with --no-judge measures nothing")
     if args.split.lower() in ("all", "none", ""):
         args.split = None
     for name in ("limit", "max_depth", "max_new_tokens", "batch_size", "max_axtree_chars", "judge_max_new_tokens"):

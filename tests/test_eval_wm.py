@@ -96,3 +96,15 @@ def test_side_by_side_run_writes_json_table_and_plot(tmp_path, capsys):
     assert tiny["summary"]["tokens"] > 0 and tiny["summary"]["judge_cases"] == 4 and tiny["judge"]
     assert (tmp_path / "eval.png").stat().st_size > 1000
     assert "copy" in capsys.readouterr().out and report["table"] == saved["table"]
+
+
+def test_judge_only_measures_just_the_judge(tmp_path):
+    output = tmp_path / "judge.json"
+    argv = ["--world-models", "tiny-random", "--judge-only", "--limit", "1", "--judge-max-new-tokens", "4"]
+    report = main([*argv, "--output", str(output)])
+    result = report["results"]["tiny-random"]
+    assert result["transitions"] == [] and result["summary"]["f1"] is None
+    assert result["summary"]["judge_cases"] == 2 and 0 <= result["summary"]["judge_accuracy"] <= 1
+    assert not output.with_suffix(".png").exists()
+    with pytest.raises(SystemExit):
+        parse_args(["--judge-only", "--no-judge"])
