@@ -228,7 +228,7 @@ def test_shared_prefix_length_leaves_every_prompt_a_token():
 
 
 @pytest.mark.parametrize("params", [SamplingParams(max_new_tokens=16, temperature=0), SamplingParams(16, seed=5)])
-def test_smollm2_shared_prefix_prefill_changes_nothing(smol, params):
+def test_smollm2_prefill_strategies_change_nothing(smol, params):
     # A long shared system prompt, users of different lengths (so the rows are padded between the shared
     # prefix and their own suffix) and a repeated prompt, as in a GRPO group.
     system = {"role": "system", "content": "You predict web pages. Be brief and precise. " * 8}
@@ -236,15 +236,18 @@ def test_smollm2_shared_prefix_prefill_changes_nothing(smol, params):
     conversations = [[system, {"role": "user", "content": user}] for user in users]
     assert shared_prefix_length([smol.chat_prompt_ids(c) for c in conversations]) >= MIN_SHARED_PREFIX
     shared = smol.generate(conversations, params)
-    smol.share_prefix = False
-    try:
-        full = smol.generate(conversations, params)
-    finally:
-        smol.share_prefix = True
-    for a, b in zip(shared, full, strict=True):
-        _check_aligned(a, params)
-        assert a.text == b.text and a.completion_ids == b.completion_ids and a.prompt_ids == b.prompt_ids
-        assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)) < 1e-3
+    variants = []  # no shared prefix; rows prefilled in one padded batch (the accelerator path); both
+    for share_prefix, rows_alone in ((False, True), (True, False), (False, False)):
+        smol.share_prefix, smol.prefill_rows_alone = share_prefix, rows_alone
+        try:
+            variants.append(smol.generate(conversations, params))
+        finally:
+            smol.share_prefix, smol.prefill_rows_alone = True, True
+    for full in variants:
+        for a, b in zip(shared, full, strict=True):
+            _check_aligned(a, params)
+            assert a.text == b.text and a.completion_ids == b.completion_ids and a.prompt_ids == b.prompt_ids
+            assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)) < 1e-3
 
 
 def test_cut_at_repeated_line():

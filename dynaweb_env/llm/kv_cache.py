@@ -91,5 +91,20 @@ class GrowingCache(DynamicCache):
     def __init__(self) -> None:
         Cache.__init__(self, layer_class_to_replicate=GrowingLayer)
 
+    @classmethod
+    def zeros_like(cls, template: Cache, batch_size: int, length: int) -> GrowingCache:
+        """A cache of ``batch_size`` rows and ``length`` zero positions, with ``template``'s layers' heads and dims.
+
+        Rows are then filled in place through each layer's ``keys`` and ``values`` (views of the buffers).
+        """
+        cache = cls()
+        for source in template.layers:
+            keys = source.keys.new_zeros((batch_size, source.keys.shape[1], length, source.keys.shape[-1]))
+            values = source.values.new_zeros((batch_size, source.values.shape[1], length, source.values.shape[-1]))
+            layer = GrowingLayer()
+            layer.update(keys, values)
+            cache.layers.append(layer)
+        return cache
+
 
 __all__ = ["GrowingCache", "GrowingLayer"]

@@ -123,8 +123,11 @@ class TransformersBackend:
     Shared prompt prefixes are computed once: when the prompts of a batch start with the same tokens
     (at least :data:`MIN_SHARED_PREFIX`; e.g. the world model's system prompt, ~850 tokens of every
     prompt, or the ``G`` identical prompts of a GRPO group), that prefix is prefilled for one row, its
-    KV cache is repeated over the batch, and only the rest of each prompt is prefilled per row. The
-    outputs are those of a full prefill up to floating-point rounding.
+    KV cache is repeated over the batch, and only the rest of each prompt is prefilled per row. On a
+    CPU each rest is prefilled alone (prefill is compute-bound there, so padding would cost as much as
+    real tokens) and the rows are then stacked into one left-padded cache; the KV cache grows in place
+    (:mod:`~dynaweb_env.llm.kv_cache`). The outputs are those of one padded full prefill up to
+    floating-point rounding.
 
     What each :class:`~dynaweb_env.llm.base.Generation` holds:
 
@@ -198,6 +201,8 @@ class TransformersBackend:
         base = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
         self._logits_to_keep = "logits_to_keep" in inspect.signature(base.forward).parameters
         self._lock = threading.Lock()
+        #: Prefill each prompt's rest alone (no padding computed) rather than in one padded batch: see `_prefill`.
+        self.prefill_rows_alone = self.device.type == "cpu"
 
     @staticmethod
     def _load(reference, tokenizer, device, dtype):
@@ -300,35 +305,76 @@ class TransformersBackend:
                     self.model.train()
         return results  # type: ignore[return-value]
 
-    def _prefill_shared_prefix(self, prompts: list[list[int]]) -> tuple[Any, int]:
-        """A KV cache of the prompts' shared prefix, repeated over the batch, and the prefix length (0: none)."""
+    def _forward(self, input_ids: torch.Tensor, cache: Any, **kwargs: Any) -> torch.Tensor:
+        """Logits of the last position of each row, extending ``cache``."""
+        extra = {"logits_to_keep": 1} if self._logits_to_keep else {}
+        out = self.model(input_ids=input_ids, past_key_values=cache, use_cache=True, **kwargs, **extra)
+        return out.logits[:, -1, :]
+
+    def _prefill(self, prompts: list[list[int]]) -> tuple[torch.Tensor, Any, torch.Tensor]:
+        """Run the prompts through the model: next-token logits per row, the KV cache and its attention mask.
+
+        Rows are laid out as ``[shared prefix | left padding | rest of the prompt]``; the padding is masked
+        out and position ids count real tokens only, so each row sees exactly its own prompt. The shared
+        prefix (see the class docstring) is computed once. On a CPU, where prefill is compute-bound and a
+        row costs the same alone as in a batch, the rests are prefilled one row at a time so that no
+        padding is computed; on an accelerator they go through in one padded batch.
+        """
         from .kv_cache import GrowingCache
 
-        cache = GrowingCache()
-        shared = shared_prefix_length(prompts) if self.share_prefix and len(prompts) > 1 else 0
-        if shared < MIN_SHARED_PREFIX:
-            return cache, 0
-        prefix = torch.tensor([prompts[0][:shared]], device=self.device)
-        extra = {"logits_to_keep": 1} if self._logits_to_keep else {}
-        self.model(input_ids=prefix, past_key_values=cache, use_cache=True, **extra)
-        cache.batch_repeat_interleave(len(prompts))
-        return cache, shared
-
-    def _decode(self, prompts: list[list[int]], seeds: list[int], params: SamplingParams) -> list[Generation]:
         device = self.device
-        cache, shared = self._prefill_shared_prefix(prompts)
-        # Rows are [shared prefix | left padding | rest of the prompt]: padding in the middle is masked out,
-        # and position ids count real tokens only, so each row sees exactly its own prompt.
+        shared = shared_prefix_length(prompts) if self.share_prefix and len(prompts) > 1 else 0
+        shared = shared if shared >= MIN_SHARED_PREFIX else 0
         suffixes = [ids[shared:] for ids in prompts]
         width = max(len(ids) for ids in suffixes)
-        input_ids = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long)
         attention_mask = torch.zeros((len(prompts), shared + width), dtype=torch.long)
         attention_mask[:, :shared] = 1
         for row, ids in enumerate(suffixes):
-            input_ids[row, width - len(ids) :] = torch.tensor(ids)
             attention_mask[row, shared + width - len(ids) :] = 1
-        input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
-        position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+        attention_mask = attention_mask.to(device)
+        cache = GrowingCache()
+        if shared:
+            self._forward(torch.tensor([prompts[0][:shared]], device=device), cache)
+        if self.prefill_rows_alone and len(prompts) > 1:
+            logits, cache = self._prefill_rows(suffixes, shared, width, cache)
+            return logits, cache, attention_mask
+        if shared:
+            cache.batch_repeat_interleave(len(prompts))
+        input_ids = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long)
+        for row, ids in enumerate(suffixes):
+            input_ids[row, width - len(ids) :] = torch.tensor(ids)
+        position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)[:, shared:]
+        logits = self._forward(input_ids.to(device), cache, attention_mask=attention_mask, position_ids=position_ids)
+        return logits, cache, attention_mask
+
+    def _prefill_rows(
+        self, suffixes: list[list[int]], shared: int, width: int, prefix: Any
+    ) -> tuple[torch.Tensor, Any]:
+        """Prefill each row's rest alone after the ``shared``-token ``prefix`` cache, into one left-padded cache."""
+        from .kv_cache import GrowingCache
+
+        device = self.device
+        rows: list[torch.Tensor] = []
+        batched = None
+        for row, ids in enumerate(suffixes):
+            positions = torch.arange(shared, shared + len(ids), device=device)[None]
+            rows.append(self._forward(torch.tensor([ids], device=device), prefix, position_ids=positions))
+            if batched is None:  # shaped after the first row's layers; the padding stays zero (and masked)
+                batched = GrowingCache.zeros_like(prefix, len(suffixes), shared + width)
+                for source, target in zip(prefix.layers, batched.layers, strict=True):
+                    target.keys[:, :, :shared] = source.keys[:, :, :shared]
+                    target.values[:, :, :shared] = source.values[:, :, :shared]
+            start = shared + width - len(ids)
+            for source, target in zip(prefix.layers, batched.layers, strict=True):
+                target.keys[row, :, start:] = source.keys[0, :, shared:]
+                target.values[row, :, start:] = source.values[0, :, shared:]
+                source.crop(-len(ids))  # back to the shared prefix for the next row
+        return torch.cat(rows), batched
+
+    def _decode(self, prompts: list[list[int]], seeds: list[int], params: SamplingParams) -> list[Generation]:
+        device = self.device
+        logits, cache, attention_mask = self._prefill(prompts)
+        position_ids = attention_mask.sum(-1, keepdim=True) - 1  # of each row's last prompt token
         generators = [torch.Generator(device=device).manual_seed(seed) for seed in seeds]
         temperature = params.temperature if params.temperature > 0 else 1.0
         completions: list[list[int]] = [[] for _ in prompts]
@@ -336,19 +382,8 @@ class TransformersBackend:
         finish = ["length"] * len(prompts)
         texts: list[str | None] = [None] * len(prompts)
         active = list(range(len(prompts)))  # original rows still decoding, in cache order
-        step_input = input_ids
         for _ in range(params.max_new_tokens):
-            extra = {"logits_to_keep": 1} if self._logits_to_keep else {}
-            out = self.model(
-                input_ids=step_input,
-                attention_mask=attention_mask,
-                position_ids=position_ids[:, -step_input.shape[1] :],
-                past_key_values=cache,
-                use_cache=True,
-                **extra,
-            )
-            cache = out.past_key_values
-            log_probs = torch.log_softmax(out.logits[:, -1, :].float() / temperature, dim=-1)
+            log_probs = torch.log_softmax(logits.float() / temperature, dim=-1)
             if params.greedy:
                 tokens = log_probs.argmax(dim=-1)
             else:
@@ -377,8 +412,8 @@ class TransformersBackend:
                 next_tokens = next_tokens[index]
                 active = [active[i] for i in keep]
             attention_mask = torch.cat([attention_mask, attention_mask.new_ones((len(active), 1))], dim=-1)
-            position_ids = torch.cat([position_ids, position_ids[:, -1:] + 1], dim=-1)
-            step_input = next_tokens
+            position_ids = position_ids + 1
+            logits = self._forward(next_tokens, cache, attention_mask=attention_mask, position_ids=position_ids)
         generations = []
         for row, ids in enumerate(prompts):
             text = texts[row]
