@@ -351,14 +351,14 @@ def evaluate_policy(
             stream.write(json.dumps(record, ensure_ascii=False) + "\n")
 
     try:
-        recorder = ObservationRecorder(vector_env) if policy.kind == "expert" else vector_env
-        if policy.kind == "expert":
+        recorder = ObservationRecorder(vector_env) if policy.kind == "expert" and todo else vector_env
+        if policy.kind == "expert" and todo:
             bind_expert(policy, encoder, recorder)
         sampling = SamplingParams(
             max_new_tokens=config.max_new_tokens, temperature=config.temperature, top_p=config.top_p
         )
-        bar = tqdm(total=len(options), initial=len(options) - len(todo), desc=f"eval {policy.spec}", unit="episode")
-        with bar if show_progress else tqdm(disable=True) as bar:
+        progress = {"desc": f"eval {policy.spec}", "unit": "episode", "disable": not show_progress}
+        with tqdm(total=len(options), initial=len(options) - len(todo), **progress) as bar:
             if todo:
                 run_episodes(
                     recorder,

@@ -204,6 +204,10 @@ def test_interrupted_evaluation_resumes_where_it_stopped(tmp_path):
     assert report["resumed_episodes"] == 1 and report["rollout_stats"]["episodes"] == 2
     assert [e["task_seed"] for e in report["episodes"]] == [100, 101, 102]
     assert report["summary"]["success_rate"] == 1.0 and not partial.exists()
+    # Killed after its last episode but before the JSON: the rerun only writes the JSON, no browser needed.
+    partial.write_text("\n".join([lines[0], *map(json.dumps, report["episodes"])]) + "\n")
+    again = evaluate_policy(config, show_progress=False)
+    assert again["resumed_episodes"] == 3 and again["episodes"] == report["episodes"] and again["num_envs"] == 0
 
 
 @pytest.mark.browser
