@@ -25,7 +25,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -312,13 +312,7 @@ def run_episodes(
     park()
     while any(entry is not None for entry in live):
         slots = [slot for slot, entry in enumerate(live) if entry is not None]
-        params = SamplingParams(
-            max_new_tokens=sampling.max_new_tokens,
-            temperature=sampling.temperature,
-            top_p=sampling.top_p,
-            seed=None if seed is None else int(rng.integers(2**31 - 1)),
-            stop=sampling.stop,
-        )
+        params = replace(sampling, seed=None if seed is None else int(rng.integers(2**31 - 1)))
         tick = time.perf_counter()
         generations = policy.generate_from_ids([live[slot].result.encoded.input_ids for slot in slots], params)
         stats.generate_seconds += time.perf_counter() - tick
