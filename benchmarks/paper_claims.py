@@ -80,7 +80,8 @@ Smoke runs use tiny models and a tiny budget (all of it in ``tests/test_paper_cl
 
     python benchmarks/paper_claims.py dream_length --arms 1 --seeds 0 --skip-eval --policy tiny-random \\
         --world-model tiny-random --judge tiny-random --runs-dir /tmp/claims --results-dir /tmp/claims \\
-        --set sft_steps=1 train_steps=1 num_generations=2 per_device_train_batch_size=2 ...
+        --set sft_steps=1 train_steps=1 num_generations=2 per_device_train_batch_size=2 \\
+        gradient_accumulation_steps=1 ...
 """
 
 from __future__ import annotations
@@ -132,10 +133,15 @@ class Budget:
     """How much compute each run gets; ``--set NAME=VALUE`` overrides any field.
 
     Attributes:
-        sft_steps, sft_batch_size: Optimizer steps and batch of ``dynaweb-sft``.
+        sft_steps: Optimizer steps of ``dynaweb-sft``.
+        sft_batch_size, sft_gradient_accumulation_steps: ``dynaweb-sft`` makes one step of their product in
+            examples (8), passing ``sft_batch_size`` through the model at once: 8 whole episodes at once
+            were killed for memory on this 24 GB machine (24.4 GB resident); 2 at once peak near 16 GB.
         train_steps: Policy updates of every RL run (the same for every method).
         num_generations: Group size G; ``per_device_train_batch_size x gradient_accumulation_steps``
-            rollouts make one update (one task query when it equals G).
+            rollouts make one update (one task query when it equals G), all rolled out in one batch;
+            the update passes ``per_device_train_batch_size`` episodes through the model at once (1: the
+            memory of a whole multi-turn episode, see ``sft_batch_size``).
         agent_max_steps: The agent's step limit in training and evaluation.
         dream_length: DynaWeb's dream length where the experiment does not vary it.
         max_turn_tokens, max_axtree_chars, max_completion_length: Policy turn budget, tree cut (also
@@ -147,11 +153,12 @@ class Budget:
     """
 
     sft_steps: int = 15
-    sft_batch_size: int = 8
+    sft_batch_size: int = 2
+    sft_gradient_accumulation_steps: int = 4
     train_steps: int = 8
     num_generations: int = 4
-    per_device_train_batch_size: int = 4
-    gradient_accumulation_steps: int = 1
+    per_device_train_batch_size: int = 1
+    gradient_accumulation_steps: int = 4
     agent_max_steps: int = 5
     dream_length: int = 3
     max_turn_tokens: int = 64
@@ -170,7 +177,8 @@ BUDGETS: dict[str, Budget] = {
         sft_steps=45,
         train_steps=32,
         num_generations=8,
-        gradient_accumulation_steps=2,
+        per_device_train_batch_size=2,
+        gradient_accumulation_steps=4,
         agent_max_steps=10,
         dream_length=5,
         max_turn_tokens=128,
@@ -289,6 +297,7 @@ def sft_job(ctx: Context, seed: int) -> Job:
         "--model_name_or_path": ctx.policy,
         "--max_steps": b.sft_steps,
         "--per_device_train_batch_size": b.sft_batch_size,
+        "--gradient_accumulation_steps": b.sft_gradient_accumulation_steps,
         "--max_axtree_chars": b.max_axtree_chars,
         "--seed": seed,
         "--save_steps": b.save_steps,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 
+from .actions import parse_action
 from .spaces import OBSERVATION_KEYS
 
 #: Roles BrowserGym emits that carry no information for an agent (DESIGN.md: drop them).
@@ -54,6 +55,27 @@ def clean_axtree(axtree: str) -> str:
 def axtree_element_ids(axtree: str) -> list[str]:
     """The bids (``[id]`` prefixes) of the nodes of a flattened tree, in order."""
     return [match.group("bid") for line in axtree.splitlines() if (match := _NODE_LINE.match(line))]
+
+
+def axtree_element_line(axtree: str, bid: str, max_chars: int = 120) -> str:
+    """The node line of element ``bid`` in a flattened tree, whitespace-normalised and cut to ``max_chars``
+    (``""`` if the tree has no such element): what an action on ``[bid]`` acted on, in words."""
+    for line in axtree.splitlines():
+        match = _NODE_LINE.match(line)
+        if match and match.group("bid") == bid:
+            text = " ".join(line.split())
+            return text if len(text) <= max_chars else text[: max_chars - 3] + "..."
+    return ""
+
+
+def action_target(action: str, axtree: str) -> str:
+    """The tree line of the element ``action`` acts on, in the page ``axtree`` it is taken on (``""`` for an
+    action without an element, a malformed one, or an element not in the tree)."""
+    try:
+        element = parse_action(action).element_id
+    except ValueError:
+        return ""
+    return axtree_element_line(axtree, element) if element is not None else ""
 
 
 def axtree_nodes(axtree: str) -> list[str]:
@@ -102,6 +124,8 @@ __all__ = [
     "make_observation",
     "clean_axtree",
     "axtree_element_ids",
+    "axtree_element_line",
+    "action_target",
     "axtree_nodes",
     "truncate_axtree",
     "render_observation",

@@ -47,12 +47,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from dynaweb_env.actions import parse_action
 from dynaweb_env.data.schema import Trajectory
 from dynaweb_env.llm.base import SamplingParams
 from dynaweb_env.models import world_model_output_mode
 from dynaweb_env.observation import axtree_nodes
-from dynaweb_env.world_model.judge import JudgeRequest, JudgeStep, TrajectoryJudge
+from dynaweb_env.world_model.judge import TrajectoryJudge, judge_cases
 from dynaweb_env.world_model.model import OUTPUT_MODES, WebWorldModel, WorldModelRequest
 from dynaweb_env.world_model.parsing import WorldModelPrediction
 
@@ -185,37 +184,6 @@ def evaluate_drift(
             scores = tree_scores(prediction.axtree, trajectory.steps[index + 1].axtree)
             by_depth[depth].append({"valid": _is_valid(prediction), **scores})
     return by_depth
-
-
-def judge_cases(trajectories: Sequence[Trajectory]) -> list[tuple[JudgeRequest, float, str]]:
-    """Real trajectories to judge with their true reward: each as recorded, and each success cut before its last
-    action (a failure: the task's final action was never taken)."""
-    cases = []
-    for trajectory in trajectories:
-        acted = [step for step in trajectory.steps if step.action.strip()]
-        for cut in (False, True):
-            if cut and not (trajectory.success and acted):
-                continue
-            steps = acted[:-1] if cut else acted
-            final = trajectory.steps[trajectory.steps.index(acted[-1])] if cut else trajectory.steps[-1]
-            answer = None
-            if steps:
-                try:
-                    parsed = parse_action(steps[-1].action)
-                except ValueError:  # a malformed recorded action is judged as an action, not an answer
-                    parsed = None
-                if parsed is not None and parsed.name == "stop":
-                    answer = parsed.args[0] if parsed.args else ""
-            request = JudgeRequest(
-                trajectory.goal,
-                tuple(JudgeStep(s.action, s.reasoning) for s in steps),
-                final.url,
-                final.axtree,
-                answer,
-            )
-            reward = 0.0 if cut else float(trajectory.reward)
-            cases.append((request, reward, f"{trajectory.id}{'/cut' if cut else ''}"))
-    return cases
 
 
 def evaluate_judge(backend: Any, trajectories: Sequence[Trajectory], max_new_tokens: int, seed: int):
@@ -421,7 +389,7 @@ def cli() -> None:
     main()
 
 
-__all__ = ["COPY_MODEL", "tree_scores", "judge_cases", "evaluate_world_models", "format_table", "main", "cli"]
+__all__ = ["COPY_MODEL", "tree_scores", "evaluate_world_models", "format_table", "main", "cli"]
 
 
 if __name__ == "__main__":

@@ -28,6 +28,11 @@ Command line::
     dynaweb-train-wm --dataset_path labelled.jsonl --loss_on changes  # teacher labels, eq. 4 loss
     dynaweb-train-wm --output_mode patch --output_dir runs/wm-patch   # Δ as tree edits (world_model.patch)
     dynaweb-train-wm --output_dir runs/wm-smollm2 --resume_from_checkpoint last
+    dynaweb-train-wm --examples judge --output_dir runs/judge        # the trajectory judge (real outcomes)
+
+``--examples judge`` (or ``both``) trains the trajectory judge instead of (or besides) the world model: each
+real trajectory in the judge's prompt, with the verdict of its real outcome as the target
+(:func:`judge_examples`); successes cut before their last actions are the failures of a task left unfinished.
 
 The output directory holds the adapter (``adapter_config.json``, ``adapter_model.safetensors``), the
 tokenizer and ``wm_sft_summary.json``. It loads as a world-model backend with
@@ -55,6 +60,12 @@ from dynaweb_env.data.labels import structural_diff, transition_reasoning
 from dynaweb_env.data.schema import Trajectory
 from dynaweb_env.models import WORLD_MODEL_INFO_FILE, name_adapter_base
 from dynaweb_env.observation import truncate_axtree
+from dynaweb_env.world_model.judge import (
+    DEFAULT_JUDGE_MAX_AXTREE_CHARS,
+    build_judge_messages,
+    format_judge_target,
+    judge_cases,
+)
 from dynaweb_env.world_model.model import DEFAULT_MAX_AXTREE_CHARS, OUTPUT_MODE_PROMPTS, OUTPUT_MODES
 from dynaweb_env.world_model.patch import PATCH_HEADER, format_patch_target
 from dynaweb_env.world_model.prompts import TREE_HEADER, build_world_model_messages, format_world_model_target
@@ -75,6 +86,9 @@ SUMMARY_FILE = "wm_sft_summary.json"
 
 LOSS_ON = ("full", "changes")
 LABEL_MISSING = ("diff", "skip")
+#: What one adapter learns: the world model's transitions, the judge's verdicts, or both (one adapter serving as
+#: both, as ``DreamWeb-v0`` uses its world model's backend as judge by default).
+EXAMPLES = ("world_model", "judge", "both")
 
 
 @dataclass
@@ -107,6 +121,12 @@ class WorldModelSFTConfig(SFTConfig):
             What the world model writes: `"tree"` (the paper's full next tree) or `"patch"` (edits of the current
             tree, `dynaweb_env.world_model.patch`; the prompt is patch mode's system prompt). Load the result with
             `WebWorldModel(..., output_mode=...)` of the same mode.
+        examples (`str`, *optional*, defaults to `"world_model"`):
+            What to learn: `"world_model"` (every real transition), `"judge"` (the trajectory judge's verdicts on
+            real trajectories with their real outcome: each as recorded, and every prefix of each success as a
+            failure, `dynaweb_env.world_model.judge.judge_cases`) or `"both"` in one adapter.
+        judge_max_axtree_chars (`int`, *optional*, defaults to `4000`):
+            Character budget of the final tree in judge examples: the judge's own prompt budget.
         max_axtree_chars (`int`, *optional*, defaults to `6000`):
             Character budget of the current tree in the prompt and of the next tree in the target (`0`: no
             limit). The default is the world model's own prompt budget.
@@ -158,6 +178,14 @@ class WorldModelSFTConfig(SFTConfig):
         default="tree",
         metadata={"help": "'tree' (the paper's full next tree) or 'patch' (edits).", "choices": ["tree", "patch"]},
     )
+    examples: str = field(
+        default="world_model",
+        metadata={"help": "What to learn: 'world_model', 'judge' or 'both'.", "choices": list(EXAMPLES)},
+    )
+    judge_max_axtree_chars: int = field(
+        default=DEFAULT_JUDGE_MAX_AXTREE_CHARS,
+        metadata={"help": "Character budget of the final tree in judge examples (0: no limit)."},
+    )
     max_axtree_chars: int = field(
         default=DEFAULT_MAX_AXTREE_CHARS,
         metadata={"help": "Character budget of the current and next trees (0: no limit)."},
@@ -196,8 +224,13 @@ class WorldModelSFTConfig(SFTConfig):
             raise ValueError(f"loss_on must be one of {LOSS_ON}, got {self.loss_on!r}")
         if self.output_mode not in OUTPUT_MODES:
             raise ValueError(f"output_mode must be one of {sorted(OUTPUT_MODES)}, got {self.output_mode!r}")
-        if self.max_axtree_chars < 0:
-            raise ValueError(f"max_axtree_chars must be >= 0, got {self.max_axtree_chars}")
+        if self.examples not in EXAMPLES:
+            raise ValueError(f"examples must be one of {EXAMPLES}, got {self.examples!r}")
+        if self.max_axtree_chars < 0 or self.judge_max_axtree_chars < 0:
+            raise ValueError(
+                f"max_axtree_chars and judge_max_axtree_chars must be >= 0, got {self.max_axtree_chars} and "
+                f"{self.judge_max_axtree_chars}"
+            )
         if self.lora_r < 1:
             raise ValueError(f"lora_r must be >= 1, got {self.lora_r}")
         if not 0 <= self.lora_dropout < 1:
@@ -341,17 +374,51 @@ class WorldModelData:
     stats: dict[str, Any]
 
 
+def judge_examples(
+    trajectories: Sequence[Trajectory], max_axtree_chars: int = DEFAULT_JUDGE_MAX_AXTREE_CHARS
+) -> list[tuple[list[dict[str, str]], str, bool]]:
+    """The judge's ``(messages, target, success)`` examples: every case of ``judge_cases(..., every_prefix=True)``
+    in the prompt :class:`~dynaweb_env.world_model.TrajectoryJudge` sends, with the verdict of its real outcome."""
+    examples = []
+    for request, reward, _ in judge_cases(trajectories, every_prefix=True):
+        success = reward >= 0.5
+        examples.append((build_judge_messages(request, max_axtree_chars), format_judge_target(success), success))
+    return examples
+
+
 def build_world_model_dataset(
     tokenizer: Any, trajectories: Sequence[Trajectory], config: WorldModelSFTConfig
 ) -> WorldModelData:
-    """Tokenize every usable transition of ``trajectories`` (with a progress bar), applying ``max_length``."""
+    """Tokenize the examples ``config.examples`` asks for (with a progress bar), applying ``max_length``."""
     from tqdm.auto import tqdm
 
     rows: list[dict[str, list[int]]] = []
     stats: Counter[str] = Counter()
     lengths: list[int] = []
+
+    def add(row: dict[str, list[int]]) -> None:
+        lengths.append(len(row["input_ids"]))
+        if config.max_length is not None and len(row["input_ids"]) > config.max_length:
+            row = {key: value[: config.max_length] for key, value in row.items()}
+            if all(label == IGNORE_INDEX for label in row["labels"]):
+                stats["dropped_prompt_too_long"] += 1
+                return
+            stats["truncated"] += 1
+        stats["loss_tokens"] += sum(label != IGNORE_INDEX for label in row["labels"])
+        stats["tokens"] += len(row["input_ids"])
+        rows.append(row)
+
+    if config.examples in ("judge", "both"):
+        for messages, target, success in judge_examples(trajectories, config.judge_max_axtree_chars):
+            stats["judge_examples"] += 1
+            stats["judge_successes"] += success
+            add(tokenize_example(tokenizer, messages, target))
     transitions = [(t, i) for t in trajectories for i in range(len(t.steps) - 1)]
-    for trajectory, index in tqdm(transitions, desc="tokenizing transitions", unit="ex", file=sys.stderr):
+    if config.examples == "judge":
+        transitions = []
+    for trajectory, index in tqdm(
+        transitions, desc="tokenizing transitions", unit="ex", file=sys.stderr, disable=not transitions
+    ):
         stats["transitions"] += 1
         example = world_model_example(
             trajectory,
@@ -369,19 +436,9 @@ def build_world_model_dataset(
         else:
             stats["diff_labelled_on_the_fly"] += 1
         stats["terminal"] += is_terminal_transition(trajectory, index)
-        row = tokenize_example(tokenizer, *example, loss_on=config.loss_on)
-        lengths.append(len(row["input_ids"]))
-        if config.max_length is not None and len(row["input_ids"]) > config.max_length:
-            row = {key: value[: config.max_length] for key, value in row.items()}
-            if all(label == IGNORE_INDEX for label in row["labels"]):
-                stats["dropped_prompt_too_long"] += 1
-                continue
-            stats["truncated"] += 1
-        stats["loss_tokens"] += sum(label != IGNORE_INDEX for label in row["labels"])
-        stats["tokens"] += len(row["input_ids"])
-        rows.append(row)
+        add(tokenize_example(tokenizer, *example, loss_on=config.loss_on))
     if not rows:
-        raise ValueError(f"no usable transitions in {len(trajectories)} trajectories ({dict(stats)})")
+        raise ValueError(f"no usable {config.examples} examples in {len(trajectories)} trajectories ({dict(stats)})")
     summary: dict[str, Any] = {"trajectories": len(trajectories), "examples": len(rows), **stats}
     summary["max_example_tokens"] = max(lengths)
     summary["mean_example_tokens"] = round(sum(lengths) / len(lengths), 1)
@@ -453,7 +510,8 @@ def train_world_model(
     trainer.processing_class.save_pretrained(config.output_dir)
     if trainer.is_world_process_zero():
         name_adapter_base(config.output_dir, config.model_name_or_path)
-        info = {"output_mode": config.output_mode}  # read back by dynaweb_env.models.world_model_output_mode
+        # output_mode is read back by dynaweb_env.models.world_model_output_mode
+        info = {"output_mode": config.output_mode, "examples": config.examples}
         (Path(config.output_dir) / WORLD_MODEL_INFO_FILE).write_text(json.dumps(info) + "\n")
 
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
@@ -464,6 +522,7 @@ def train_world_model(
         "adapter": bool(config.use_peft),
         "loss_on": config.loss_on,
         "output_mode": config.output_mode,
+        "examples": config.examples,
         "max_axtree_chars": config.max_axtree_chars,
         "max_length": config.max_length,
         "data": data_stats,
@@ -495,7 +554,9 @@ def format_summary(summary: dict[str, Any]) -> str:
         [
             f"world-model SFT of {summary['model']}: {summary['steps']} steps in {summary['train_seconds']} s"
             f" ({summary['seconds_per_step']} s/step){loss}",
-            f"  data: {data['examples']} transitions from {data['trajectories']} trajectories, "
+            f"  data: {data['examples']} examples ({data['examples'] - data.get('judge_examples', 0)} transitions, "
+            f"{data.get('judge_examples', 0)} judge verdicts, {data.get('judge_successes', 0)} of them SUCCESS) "
+            f"from {data['trajectories']} trajectories, "
             f"{data.get('loss_tokens', 0)} of {data.get('tokens', 0)} tokens in the loss ({summary['loss_on']}), "
             f"longest {data['max_example_tokens']}, {data.get('truncated', 0)} truncated, "
             f"{data.get('dropped_prompt_too_long', 0)} dropped",
@@ -531,8 +592,10 @@ __all__ = [
     "SUMMARY_FILE",
     "WorldModelSFTConfig",
     "WorldModelData",
+    "EXAMPLES",
     "load_trajectories",
     "is_terminal_transition",
+    "judge_examples",
     "world_model_example",
     "tokenize_example",
     "build_world_model_dataset",

@@ -124,6 +124,7 @@ def test_start_states_initial_and_intermediate():
         ("form/3", 1),
     ]
     assert states[3].history == ["type [5] [Kay] [0]"] and states[3].task_seed == 3
+    assert states[3].history_targets == ["[5] textbox 'name'"]  # the element typed into, on its page
     assert "value='Kay'" in states[3].axtree
     initial = start_states_from_trajectories(fixture_trajectories(), include_intermediate=False)
     assert [s.step_index for s in initial] == [0, 0, 0]
@@ -135,7 +136,14 @@ def test_start_states_initial_and_intermediate():
 def test_start_state_dict_round_trip_and_errors():
     state = start_states_from_trajectories(fixture_trajectories())[3]
     assert StartState.from_dict(state.to_dict()) == state
-    for bad in ({"task_id": "t"}, {**state.to_dict(), "history": "click [1]"}, {**state.to_dict(), "extra": 1}):
+    old_record = {key: value for key, value in state.to_dict().items() if key != "history_targets"}
+    assert StartState.from_dict(old_record).history_targets == []  # start-state files written before the field
+    for bad in (
+        {"task_id": "t"},
+        {**state.to_dict(), "history": "click [1]"},
+        {**state.to_dict(), "extra": 1},
+        {**state.to_dict(), "history_targets": ["a", "b"]},  # not one per history action
+    ):
         with pytest.raises(SchemaError):
             StartState.from_dict(bad)
 
@@ -193,7 +201,8 @@ def test_stop_is_judged_and_terminates(start_file):
     assert info["judge_reasoning"] == "checked the answer." and info["judge_error"] == ""
     assert backend.calls == [("world_model", 1), ("judge", 1)]
     judged = backend.conversations[-1][1]["content"]
-    assert "1. click [13]\n2. stop [ONE]\n   REASON: The ONE button is focused" in judged
+    # Each action shows the element it acted on, as it was on the page the action was taken on.
+    assert "1. click [13]\n   ELEMENT: [13] button 'ONE'\n2. stop [ONE]\n   REASON: The ONE button is focused" in judged
     with pytest.raises(gym.error.ResetNeeded):
         env.step("click [13]")
 
@@ -263,7 +272,8 @@ def test_intermediate_start_state_shows_and_judges_the_recorded_history(start_fi
     observation, info = env.reset(options={"task": "miniwob.enter-text", "task_seed": 3, "step_index": 1})
     assert info["start_step_index"] == 1 and observation["last_action"] == "type [5] [Kay] [0]"
     env.step("stop [done]")
-    assert "1. type [5] [Kay] [0]\n2. stop [done]" in backend.conversations[-1][1]["content"]
+    judged = backend.conversations[-1][1]["content"]
+    assert "1. type [5] [Kay] [0]\n   ELEMENT: [5] textbox 'name'\n2. stop [done]" in judged
 
 
 def test_reset_options_pin_the_start_state(start_file):

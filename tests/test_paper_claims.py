@@ -15,7 +15,8 @@ SCRIPT = ROOT / "benchmarks" / "paper_claims.py"
 
 #: The smallest budget that still runs every stage: one SFT step, one GSPO update, one-step dreams.
 TINY_BUDGET = [
-    "--set", "sft_steps=1", "sft_batch_size=2", "train_steps=1", "num_generations=2", "per_device_train_batch_size=2",
+    "--set", "sft_steps=1", "sft_batch_size=2", "sft_gradient_accumulation_steps=1", "train_steps=1",
+    "num_generations=2", "per_device_train_batch_size=2", "gradient_accumulation_steps=1",
     "agent_max_steps=1", "max_turn_tokens=8", "max_axtree_chars=300", "max_completion_length=512",
     "world_model_max_new_tokens=16", "judge_max_new_tokens=16", "save_steps=1", "eval_seeds=104", "eval_envs=1",
 ]  # fmt: skip

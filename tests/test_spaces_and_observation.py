@@ -3,6 +3,7 @@
 import numpy as np
 
 from dynaweb_env.observation import (
+    action_target,
     axtree_element_ids,
     axtree_nodes,
     clean_axtree,
@@ -52,6 +53,20 @@ def test_clean_axtree_drops_text_boxes_and_keeps_bids():
     assert "InlineTextBox" not in cleaned
     assert axtree_element_ids(cleaned) == ["13", "14"]
     assert axtree_nodes(cleaned)[1] == "[13] button 'ONE'"
+
+
+def test_action_target_is_the_acted_on_elements_line():
+    tree = (
+        "RootWebArea 'Form', focused\n\t[5] textbox 'name'\n\t\t[51] StaticText 'x'\n\t[7] button '" + "S" * 200 + "'"
+    )
+    assert action_target("type [5] [Kay] [0]", tree) == "[5] textbox 'name'"
+    assert (
+        action_target("click [7]", tree).startswith("[7] button 'SSS") and len(action_target("click [7]", tree)) == 120
+    )
+    # No element: an action without one, a malformed action, an id not in the tree.
+    assert (
+        action_target("scroll [down]", tree) == action_target("click [", tree) == action_target("click [9]", tree) == ""
+    )
 
 
 def test_truncate_axtree_cuts_at_lines_and_says_so():

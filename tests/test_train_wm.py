@@ -14,6 +14,7 @@ from dynaweb_env.data.schema import Step, Trajectory
 from dynaweb_env.envs.dream import resolve_world_model
 from dynaweb_env.models import world_model_output_mode
 from dynaweb_env.world_model import WebWorldModel, WorldModelRequest, format_world_model_target
+from dynaweb_env.world_model.judge import build_judge_messages, format_judge_target, judge_cases, parse_judge_output
 from dynaweb_env.world_model.prompts import TERMINAL_MARKER, TREE_HEADER
 from dynaweb_trainer.world_model_sft import (
     IGNORE_INDEX,
@@ -121,13 +122,51 @@ def test_dataset_statistics_truncation_and_drops(tokenizer):
         tokenizer, trajectories, WorldModelSFTConfig(output_dir="/tmp/u", max_length=longest - 5)
     )
     assert cut.stats["truncated"] >= 1 and all(len(row["input_ids"]) <= longest - 5 for row in cut.rows)
-    with pytest.raises(ValueError, match="no usable transitions"):
+    with pytest.raises(ValueError, match="no usable world_model examples"):
         build_world_model_dataset(tokenizer, trajectories, WorldModelSFTConfig(output_dir="/tmp/u", max_length=50))
     skip = WorldModelSFTConfig(output_dir="/tmp/u", label_missing="skip")
     assert build_world_model_dataset(tokenizer, trajectories, skip).stats["examples"] == 2
 
 
+def test_judge_targets_parse_back_to_their_verdict():
+    for success in (True, False):
+        verdict = parse_judge_output(format_judge_target(success))
+        assert verdict.error is None and verdict.reward == float(success) and verdict.reasoning
+
+
+def test_judge_cases_with_every_prefix_of_a_success():
+    trajectory = login_trajectory("a")  # two actions, then the final page
+    cases = judge_cases([trajectory], every_prefix=True)
+    assert [(name, reward, len(request.steps)) for request, reward, name in cases] == [
+        ("a", 1.0, 2),
+        ("a/cut", 0.0, 1),
+        ("a/first0", 0.0, 0),
+    ]
+    # Each cut ends on the page its first missing action was taken on.
+    assert [request.final_axtree for request, _, _ in cases] == [WELCOME, TYPED, FORM]
+    assert [step.target for step in cases[0][0].steps] == ["[3] textbox 'Username'", "[4] button 'Log in'"]
+    assert len(judge_cases([trajectory])) == 2  # without every_prefix: as recorded and cut before the last action
+
+
+@pytest.mark.parametrize("examples", ["judge", "both"])
+def test_judge_examples_are_the_judges_prompt_and_the_real_verdict(tokenizer, examples):
+    trajectories = [login_trajectory("a")]
+    config = WorldModelSFTConfig(output_dir="/tmp/unused", examples=examples, max_length=None)
+    data = build_world_model_dataset(tokenizer, trajectories, config)
+    assert data.stats["judge_examples"] == 3 and data.stats["judge_successes"] == 1
+    assert data.stats["examples"] == 3 + (2 if examples == "both" else 0)
+    for row, (request, reward, _) in zip(data.rows, judge_cases(trajectories, every_prefix=True), strict=False):
+        prompt = tokenizer.apply_chat_template(
+            build_judge_messages(request), add_generation_prompt=True, tokenize=False
+        )
+        assert tokenizer.decode(row["input_ids"]).startswith(prompt)
+        trained = tokenizer.decode([token for token in row["labels"] if token != IGNORE_INDEX])
+        assert trained == format_judge_target(reward == 1.0) + tokenizer.eos_token
+
+
 def test_config_validation(tmp_path):
+    with pytest.raises(ValueError, match="examples"):
+        WorldModelSFTConfig(output_dir=str(tmp_path), examples="verdicts")
     with pytest.raises(ValueError, match="loss_on"):
         WorldModelSFTConfig(output_dir=str(tmp_path), loss_on="tree")
     with pytest.raises(ValueError, match="label_missing"):
@@ -183,6 +222,25 @@ def test_train_saves_a_loadable_adapter_and_resumes(tmp_path):
 
     resumed = main([*common, "--max_steps", "3", "--resume_from_checkpoint", "last"])
     assert resumed["steps"] == 3 and Path(resumed["resumed_from"]).name == "checkpoint-2"
+
+
+def test_train_a_judge_adapter(tmp_path):
+    from dynaweb_env.llm import make_backend
+    from dynaweb_env.models import WORLD_MODEL_INFO_FILE
+    from dynaweb_env.world_model import TrajectoryJudge
+
+    data = tmp_path / "trajectories.jsonl"
+    write_trajectories(data, [login_trajectory(f"t{i}") for i in range(2)])
+    out = tmp_path / "judge"
+    summary = main(
+        ["--model_name_or_path", "tiny-random", "--dataset_path", str(data), "--output_dir", str(out)]
+        + ["--examples", "judge", "--max_steps", "1", "--per_device_train_batch_size", "2"]
+    )
+    assert summary["examples"] == "judge" and summary["data"]["judge_examples"] == summary["data"]["examples"] == 6
+    assert json.loads((out / WORLD_MODEL_INFO_FILE).read_text())["examples"] == "judge"
+    request = judge_cases([login_trajectory("x")])[0][0]
+    (verdict,) = TrajectoryJudge(make_backend(str(out), cache=False)).judge([request])
+    assert verdict.raw  # the adapter loads and answers as a judge (a 1-step tiny model's verdict means nothing)
 
 
 def test_trainer_dataset_keeps_the_mask_after_trl_preparation(tmp_path):

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ..observation import action_target
 from .io import PathLike, read_trajectories
 from .schema import SchemaError, Trajectory
 
@@ -39,6 +40,8 @@ class StartState:
         trajectory_id: The recorded trajectory it comes from.
         step_index: Its index in that trajectory's steps (``0``: the initial page).
         history: The recorded actions taken before it (empty for an initial page).
+        history_targets: For each of ``history``, the tree line of the element it acted on in the page it was
+            taken on (``""`` if none): the judge reads them with the actions. Empty when not recorded.
         task_seed: The task seed of the recording (``metadata["seed"]``), if known.
     """
 
@@ -50,6 +53,7 @@ class StartState:
     step_index: int = 0
     history: list[str] = field(default_factory=list)
     task_seed: int | None = None
+    history_targets: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -68,6 +72,11 @@ class StartState:
         history = record.get("history", [])
         if not isinstance(history, list) or not all(isinstance(action, str) for action in history):
             raise SchemaError("start state field 'history' must be a list of strings")
+        targets = record.get("history_targets", [])
+        if not isinstance(targets, list) or not all(isinstance(target, str) for target in targets):
+            raise SchemaError("start state field 'history_targets' must be a list of strings")
+        if targets and len(targets) != len(history):
+            raise SchemaError(f"start state has {len(targets)} history_targets for {len(history)} history actions")
         step_index = record.get("step_index", 0)
         if isinstance(step_index, bool) or not isinstance(step_index, int) or step_index < 0:
             raise SchemaError("start state field 'step_index' must be a non-negative integer")
@@ -83,6 +92,7 @@ class StartState:
             step_index=step_index,
             history=list(history),
             task_seed=task_seed,
+            history_targets=list(targets),
         )
 
 
@@ -108,6 +118,7 @@ def start_states_from_trajectories(
         seed = trajectory.metadata.get("seed")
         task_seed = seed if isinstance(seed, int) and not isinstance(seed, bool) else None
         history: list[str] = []
+        targets: list[str] = []
         for index, step in enumerate(trajectory.steps):
             is_final = _is_final_action(step.action)
             if index == 0 or (include_intermediate and not is_final):
@@ -121,12 +132,14 @@ def start_states_from_trajectories(
                         step_index=index,
                         history=list(history),
                         task_seed=task_seed,
+                        history_targets=list(targets),
                     )
                 )
             if not include_intermediate:
                 break
             if step.action.strip():
                 history.append(step.action.strip())
+                targets.append(action_target(step.action.strip(), step.axtree))
     return states
 
 

@@ -19,9 +19,14 @@ import numpy as np
 from ..actions import Action, ActionParseError, extract_action, extract_reasoning, format_action, parse_action
 from ..data.start_states import StartState, load_start_states, sample_start_state
 from ..llm.base import GenerationBackend, SamplingParams
-from ..observation import axtree_element_ids, make_observation, render_observation
+from ..observation import action_target, axtree_element_ids, make_observation, render_observation
 from ..spaces import web_action_space, web_observation_space
-from ..world_model.judge import DEFAULT_JUDGE_MAX_NEW_TOKENS, JudgeRequest, JudgeStep, TrajectoryJudge
+from ..world_model.judge import (
+    DEFAULT_JUDGE_MAX_NEW_TOKENS,
+    JudgeRequest,
+    JudgeStep,
+    TrajectoryJudge,
+)
 from ..world_model.model import DEFAULT_MAX_AXTREE_CHARS, DEFAULT_MAX_NEW_TOKENS, WebWorldModel, WorldModelRequest
 
 #: Why a dream ended: the policy stopped, the world model predicted a terminal page, or the dream
@@ -152,7 +157,7 @@ class DreamDynamics:
             )
             if action is None:
                 continue
-            episode.steps.append(JudgeStep(shown, reasoning))
+            episode.steps.append(JudgeStep(shown, reasoning, action_target(shown, episode.axtree)))
             if action.is_stop:
                 episode.answer = action.arg("answer")
                 terminated[index] = True
@@ -217,7 +222,11 @@ class DreamDynamics:
 
     @staticmethod
     def _judge_request(episode: DreamEpisode) -> JudgeRequest:
-        recorded = tuple(JudgeStep(action) for action in episode.start.history)
+        start = episode.start
+        targets = start.history_targets if len(start.history_targets) == len(start.history) else ()
+        recorded = tuple(
+            JudgeStep(action, target=targets[index] if targets else "") for index, action in enumerate(start.history)
+        )
         return JudgeRequest(
             goal=episode.start.goal,
             steps=recorded + tuple(episode.steps),

@@ -17,8 +17,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ..actions import parse_action
+from ..data.schema import Trajectory
 from ..llm.base import Conversation, GenerationBackend, SamplingParams
-from ..observation import truncate_axtree
+from ..observation import action_target, truncate_axtree
 
 #: Default token budget of one verdict (reasoning plus the verdict line).
 DEFAULT_JUDGE_MAX_NEW_TOKENS = 256
@@ -34,8 +36,8 @@ Here's the information you'll have:
 
 The user's objective: This is the task the agent was asked to complete.
 
-The action history: The actions the agent performed, in order, each with the agent's reasoning for it when \
-available.
+The action history: The actions the agent performed, in order, each with the page element it acted on and the \
+agent's reasoning for it when available.
 
 The final web page's URL: This is the page the agent ended on.
 
@@ -64,10 +66,20 @@ _REASONING = re.compile(r"REASONING\s*\**\s*:\s*\**(.*?)(?=\**\s*VERDICT\s*\**\s
 
 @dataclass(frozen=True)
 class JudgeStep:
-    """One action of a judged trajectory, with the agent's reasoning for it (``""`` if unknown)."""
+    """One action of a judged trajectory.
+
+    Attributes:
+        action: The action string, e.g. ``"click [12]"``.
+        reasoning: The agent's reasoning for it (``""`` if unknown).
+        target: The tree line of the element it acted on, in the page it was taken on, e.g.
+            ``"[12] button 'Submit'"`` (``""`` for actions without an element, or unknown). A judge reading
+            ``click [12]`` alone must find ``[12]`` in a page it is not shown.
+            :func:`~dynaweb_env.observation.action_target` computes it.
+    """
 
     action: str
     reasoning: str = ""
+    target: str = ""
 
 
 @dataclass(frozen=True)
@@ -111,7 +123,9 @@ def format_judge_input(request: JudgeRequest, max_axtree_chars: int = 0) -> str:
     """The user message for one trajectory."""
     if request.steps:
         history = "\n".join(
-            f"{index}. {step.action}" + (f"\n   REASON: {step.reasoning.strip()}" if step.reasoning.strip() else "")
+            f"{index}. {step.action}"
+            + (f"\n   ELEMENT: {step.target}" if step.target else "")
+            + (f"\n   REASON: {step.reasoning.strip()}" if step.reasoning.strip() else "")
             for index, step in enumerate(request.steps, start=1)
         )
     else:
@@ -132,6 +146,70 @@ def build_judge_messages(request: JudgeRequest, max_axtree_chars: int = 0) -> Co
         {"role": "system", "content": JUDGE_SYSTEM_PROMPT},
         {"role": "user", "content": format_judge_input(request, max_axtree_chars)},
     ]
+
+
+# What a trained judge writes (``dynaweb-train-wm --examples judge``): one fixed sentence per outcome, so the
+# verdict is decided at the sentence's first differing word and costs ~25 tokens, not a free-form essay that a
+# 135M model cannot write reliably. Both keep the prompt's output format.
+JUDGE_TARGETS = {
+    True: "REASONING: The action history and the final web page show that every part of the objective was done."
+    "\n\nVERDICT: SUCCESS",
+    False: "REASONING: The action history and the final web page do not show that every part of the objective was "
+    "done.\n\nVERDICT: FAILURE",
+}
+
+
+def format_judge_target(success: bool) -> str:
+    """The output a trained judge learns for a trajectory with this outcome (it parses back to the same verdict)."""
+    return JUDGE_TARGETS[bool(success)]
+
+
+def judge_cases(
+    trajectories: Sequence[Trajectory], every_prefix: bool = False
+) -> list[tuple[JudgeRequest, float, str]]:
+    """Real trajectories as judge requests with their true reward, for training and measuring a judge.
+
+    Each trajectory is judged as recorded (its real reward). A success cut before its last action is a
+    failure (the task's final action was never taken), named ``<id>/cut``; with ``every_prefix`` every shorter
+    cut is one too (``<id>/first<k>``: the first ``k`` actions, ending on the page where action ``k + 1`` was
+    taken), as a dream that starts mid-way or stops early is. A real failure is judged only as recorded: its
+    prefixes fail as well (a MiniWoB++ episode ends at its success), but they would only tilt the cases further
+    toward failure.
+
+    Returns:
+        ``(request, reward, name)`` triples, each trajectory's cases in order (as recorded first).
+    """
+    cases = []
+    for trajectory in trajectories:
+        acted = [step for step in trajectory.steps if step.action.strip()]
+        kept = [len(acted)]
+        if trajectory.success and acted:
+            kept += list(range(len(acted) - 1, -1, -1)) if every_prefix else [len(acted) - 1]
+        for count in kept:
+            cut = count < len(acted)
+            steps = acted[:count]
+            final = trajectory.steps[trajectory.steps.index(acted[count])] if cut else trajectory.steps[-1]
+            answer = None
+            if steps:
+                try:
+                    parsed = parse_action(steps[-1].action)
+                except ValueError:  # a malformed recorded action is judged as an action, not an answer
+                    parsed = None
+                if parsed is not None and parsed.name == "stop":
+                    answer = parsed.args[0] if parsed.args else ""
+            request = JudgeRequest(
+                trajectory.goal,
+                tuple(JudgeStep(s.action, s.reasoning, action_target(s.action, s.axtree)) for s in steps),
+                final.url,
+                final.axtree,
+                answer,
+            )
+            if not cut:
+                name = trajectory.id
+            else:
+                name = f"{trajectory.id}/cut" if count == len(acted) - 1 else f"{trajectory.id}/first{count}"
+            cases.append((request, 0.0 if cut else float(trajectory.reward), name))
+    return cases
 
 
 def parse_judge_output(text: str) -> JudgeVerdict:
@@ -197,8 +275,11 @@ __all__ = [
     "JudgeStep",
     "JudgeRequest",
     "JudgeVerdict",
+    "JUDGE_TARGETS",
     "TrajectoryJudge",
     "build_judge_messages",
     "format_judge_input",
+    "format_judge_target",
+    "judge_cases",
     "parse_judge_output",
 ]
