@@ -13,9 +13,11 @@ For every world model (and output mode) on the same held-out trajectories (defau
   the real actions; the prediction at depth ``d`` is scored against the real page ``d`` steps ahead
   (``d = 1..max_depth``), one batched call per depth;
 - **judge accuracy** against real task rewards: the model as :class:`~dynaweb_env.world_model.TrajectoryJudge`
-  (as DreamWeb-v0 uses it by default) judges the real trajectories. The shipped data holds only successes,
-  so failures are made by *truncating* each successful trajectory before its last action (its final page is
-  the one before that action, reward 0); real failed trajectories in the data are judged as they are.
+  (as DreamWeb-v0 uses it by default) judges the real trajectories
+  (:func:`~dynaweb_env.world_model.judge.judge_cases`): each as recorded with its real reward, and each success
+  *truncated* before its last action as a failure (its final page is the one before that action, reward 0).
+  Besides accuracy, the share of real successes and of real failures judged right (``judge_success_recall``,
+  ``judge_failure_recall``): a judge that always answers the same scores about 0.5 and gives GSPO no signal.
 
 ``copy`` is a reference world model that predicts "nothing changes" (the current page), without an LLM.
 
@@ -236,6 +238,11 @@ def summarise(records: list[dict], drift: dict[int, list[dict]], judged: list[di
     if judged is not None:
         summary["judge_accuracy"] = _mean([float(r["correct"]) for r in judged])
         summary["judge_cases"] = len(judged)
+        # Accuracy alone hides a judge that always says the same: GSPO needs both outcomes recognised.
+        for outcome, real in (("success", True), ("failure", False)):
+            correct = [float(r["correct"]) for r in judged if (r["reward"] >= 0.5) == real]
+            summary[f"judge_{outcome}_recall"] = _mean(correct)
+        summary["judge_unreadable"] = sum(r["error"] is not None for r in judged)
     return summary
 
 
@@ -243,7 +250,7 @@ def format_table(results: dict[str, dict[str, Any]]) -> str:
     """One row per world model: the one-step metrics, strict F1 at each depth and judge accuracy."""
     depths = sorted({int(d) for r in results.values() for d in r["summary"]["drift"]})
     head = ["world model", "valid", "P", "R", "F1", "strict", "exact", "URL", "term", "tok/tr", "s/tr"]
-    head += [f"strict@{d}" for d in depths] + ["judge"]
+    head += [f"strict@{d}" for d in depths] + ["judge", "j-succ", "j-fail"]
     rows = [head]
     for label, result in results.items():
         s = result["summary"]
@@ -257,7 +264,7 @@ def format_table(results: dict[str, dict[str, Any]]) -> str:
         ]
         row += [fmt(s["tokens"], 0), fmt(s["seconds"], 1)]
         row += [fmt(s["drift"].get(str(d), {}).get("strict_f1")) for d in depths]
-        row.append(fmt(s.get("judge_accuracy")))
+        row += [fmt(s.get(k)) for k in ("judge_accuracy", "judge_success_recall", "judge_failure_recall")]
         rows.append(row)
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)) for r in rows)

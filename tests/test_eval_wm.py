@@ -105,7 +105,11 @@ def test_judge_only_measures_just_the_judge(tmp_path):
     report = main([*argv, "--output", str(output)])
     result = report["results"]["tiny-random"]
     assert result["transitions"] == [] and result["summary"]["f1"] is None
-    assert result["summary"]["judge_cases"] == 2 and 0 <= result["summary"]["judge_accuracy"] <= 1
+    summary = result["summary"]
+    assert summary["judge_cases"] == 2 and 0 <= summary["judge_accuracy"] <= 1
+    # One success and its cut: each recall is over one case, and accuracy is their mean.
+    assert summary["judge_accuracy"] == (summary["judge_success_recall"] + summary["judge_failure_recall"]) / 2
+    assert summary["judge_unreadable"] == sum(r["error"] is not None for r in result["judge"])
     assert not output.with_suffix(".png").exists()
     with pytest.raises(SystemExit):
         parse_args(["--judge-only", "--no-judge"])
