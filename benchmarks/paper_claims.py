@@ -26,9 +26,11 @@ task seeds 0-15.
     Figure 4 analog: DynaWeb with the shipped trained world model (``smollm2-135m-wm``, the default)
     vs. the untrained base ``smollm2-135m`` prompted as world model.
 
-The judge of dreams is fixed (``--judge``, default the prompted base ``smollm2-135m``) in every
-DynaWeb run, unlike ``dynaweb-train``'s default (the world model's backend): otherwise the
-``world_model`` experiment would swap the judge together with the world model. The SFT start is
+The judge of dreams is fixed (``--judge``, default the shipped trained judge ``smollm2-135m-judge``) in
+every DynaWeb run, unlike ``dynaweb-train``'s default (the world model's backend): otherwise the
+``world_model`` experiment would swap the judge together with the world model. The trained judge because
+the prompted 135M model never says SUCCESS (``benchmarks/results/judge_accuracy.json``), which would give
+every dream reward 0 and GSPO no signal from dreams at all. The SFT start is
 trained once per seed and shared, and a training run whose configuration is identical in several
 experiments (e.g. DynaWeb at dream length 3 and expert fraction 0.5) is trained and evaluated once:
 the tools write into ``<runs-dir>/shared/<name>-<hash of the command>/`` and each experiment's run
@@ -120,6 +122,7 @@ NON_SEMANTIC_FLAGS = frozenset({"--num-envs", "--save-steps", "--save_steps", "-
 DEMONSTRATIONS = Path(str(files("dynaweb_env.data") / "builtin" / "miniwob_small.jsonl"))
 EXPLORATION = Path(str(files("dynaweb_env.data") / "builtin" / "miniwob_explore.jsonl"))
 TRAINED_WORLD_MODEL = "smollm2-135m-wm"
+TRAINED_JUDGE = "smollm2-135m-judge"
 
 
 def held_out_seeds(first: int, count: int) -> str:
@@ -850,7 +853,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default="smollm2-135m",
         help="the world_model experiment's untrained arm (default smollm2-135m)",
     )
-    parser.add_argument("--judge", default="smollm2-135m", help="judge of every DynaWeb run (default smollm2-135m)")
+    parser.add_argument(
+        "--judge", default=TRAINED_JUDGE, help=f"judge of every DynaWeb run (default the shipped {TRAINED_JUDGE})"
+    )
     parser.add_argument("--tasks", nargs="+", default=list(DEFAULT_TASKS), help="tasks (default: the 9 shipped)")
     parser.add_argument("--runs-dir", type=Path, default=ROOT / "runs" / "claims", help="default runs/claims")
     parser.add_argument(

@@ -21,6 +21,9 @@ onto their embedded base model, see :func:`adapter_base`):
   ``DreamWeb-v0`` dreams with it by default.
 - ``smollm2-135m-wm-patch``: the same in patch mode (Δ as edits of the current tree); the default
   of ``DreamWeb-v0`` with ``output_mode="patch"``.
+- ``smollm2-135m-judge``: the trajectory judge, ``smollm2-135m`` fine-tuned by ``dynaweb-train-wm
+  --examples judge`` on the real outcomes of the shipped MiniWoB++ trajectories (``judge="smollm2-135m-judge"``
+  in ``DreamWeb-v0``, ``--judge smollm2-135m-judge`` in ``dynaweb-train``).
 
 Preparing is idempotent and atomic: a model is written to a temporary directory and renamed into
 place only when complete, so an interrupted conversion never leaves a broken cache entry.
@@ -219,6 +222,11 @@ SHIPPED_ADAPTERS: dict[str, ShippedAdapter] = {
         "smollm2-135m-wm-patch",
         "web world model (patch mode): smollm2-135m + LoRA from dynaweb-train-wm on the shipped MiniWoB++ data",
         output_mode="patch",
+    ),
+    "smollm2-135m-judge": ShippedAdapter(
+        "smollm2-135m-judge",
+        "smollm2-135m-judge",
+        "trajectory judge: smollm2-135m + LoRA from dynaweb-train-wm --examples judge on the shipped MiniWoB++ data",
     ),
 }
 #: The world model ``DreamWeb-v0`` uses for each output mode when none is named.

@@ -78,7 +78,8 @@ class GSPOConfig(GRPOConfig):
             `"tree"` (the paper's full next tree) or `"patch"` (edits of the current tree); `None` is the
             shipped world model's own mode, else `"tree"`.
         judge (`str` or `None`, *optional*, defaults to `None`):
-            Judge backend spec; `None` reuses the world model's backend.
+            Judge backend spec; `None` reuses the world model's backend (the paper's setting: one LLM). The
+            `cpu-small` preset sets the shipped trained judge `"smollm2-135m-judge"`.
         world_model_temperature (`float`, *optional*, defaults to `0.7`):
             World-model sampling temperature (Table 3).
         world_model_max_new_tokens (`int`, *optional*, defaults to `768`):

@@ -25,7 +25,7 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 #: Small, fast settings shared by the end-to-end runs (tiny random policy and world model).
 TINY = [
-    "--policy", "tiny-random", "--world-model", "tiny-random", "--num-generations", "2",
+    "--policy", "tiny-random", "--world-model", "tiny-random", "--judge", "tiny-random", "--num-generations", "2",
     "--per-device-train-batch-size", "4", "--max-turn-tokens", "8", "--agent-max-steps", "2",
     "--dream-length", "2", "--world-model-max-new-tokens", "16", "--judge-max-new-tokens", "16",
     "--max-axtree-chars", "600",

@@ -300,3 +300,25 @@ def test_world_model_and_judge_on_smollm2_with_short_generation():
     (verdict,) = judge.judge([JudgeRequest("Click ONE.", (JudgeStep("click [13]"),), CURRENT_URL, NEXT_TREE, None)])
     assert verdict.reward in (0.0, 1.0) and verdict.raw.strip()
     print(f"smollm2: one world-model request x 16 tokens in {elapsed:.1f}s; output: {predictions[0].raw!r}")
+
+
+def test_shipped_judge_tells_held_out_successes_from_their_cuts():
+    """The shipped trained judge (``smollm2-135m-judge``) on real held-out MiniWoB++ trajectories it never saw.
+
+    Two click tasks of the test split, each as recorded (a real success) and cut before its last action (the task
+    left unfinished). The prompted base model says FAILURE to all four (``benchmarks/results/judge_accuracy.json``).
+    """
+    from dynaweb_env.llm import make_backend
+    from dynaweb_env.world_model.judge import judge_cases
+    from dynaweb_trainer.world_model_sft import BUILTIN_TRAJECTORIES, load_trajectories
+
+    held_out = [
+        t
+        for t in load_trajectories([BUILTIN_TRAJECTORIES], "test")
+        if t.task_id in ("miniwob.click-button", "miniwob.click-dialog")
+    ]
+    cases = judge_cases(held_out)
+    judge = TrajectoryJudge(make_backend("smollm2-135m-judge"), SamplingParams(temperature=0.0, max_new_tokens=48))
+    verdicts = judge.judge([request for request, _, _ in cases])
+    assert all(verdict.error is None for verdict in verdicts)
+    assert [verdict.reward for verdict in verdicts] == [reward for _, reward, _ in cases] == [1.0, 0.0, 1.0, 0.0]
