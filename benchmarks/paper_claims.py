@@ -75,6 +75,10 @@ Evaluation (9 tasks x 10 seeds)    ~15-25 min (4 browsers, up to 5 turns of 64 t
 ``world_model``, 3 seeds           ~2.5 h after ``table1`` (the trained arm shared)
 =================================  ===========================================================
 
+Measured in the first ``table1`` run (seed 0, the 2 cores shared with other jobs the whole time, so
+slower than idle): the SFT start 24 min for its last 11 of 15 steps (it was resumed), an evaluation
+53 min (the SFT start's: 3202 s), DynaWeb's 8 updates 25 min (1511 s).
+
 ``--budget paper-ish`` (G = 8, 32 updates, 10-step episodes, dream length 5, 30 evaluation seeds)
 is meant for a larger machine: on this CPU it would take days per experiment.
 
