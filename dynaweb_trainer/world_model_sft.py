@@ -413,9 +413,7 @@ def build_world_model_dataset(
             stats["judge_examples"] += 1
             stats["judge_successes"] += success
             add(tokenize_example(tokenizer, messages, target))
-    transitions = [(t, i) for t in trajectories for i in range(len(t.steps) - 1)]
-    if config.examples == "judge":
-        transitions = []
+    transitions = [] if config.examples == "judge" else [(t, i) for t in trajectories for i in range(len(t.steps) - 1)]
     for trajectory, index in tqdm(
         transitions, desc="tokenizing transitions", unit="ex", file=sys.stderr, disable=not transitions
     ):

@@ -21,12 +21,7 @@ from ..data.start_states import StartState, load_start_states, sample_start_stat
 from ..llm.base import GenerationBackend, SamplingParams
 from ..observation import action_target, axtree_element_ids, make_observation, render_observation
 from ..spaces import web_action_space, web_observation_space
-from ..world_model.judge import (
-    DEFAULT_JUDGE_MAX_NEW_TOKENS,
-    JudgeRequest,
-    JudgeStep,
-    TrajectoryJudge,
-)
+from ..world_model.judge import DEFAULT_JUDGE_MAX_NEW_TOKENS, JudgeRequest, JudgeStep, TrajectoryJudge
 from ..world_model.model import DEFAULT_MAX_AXTREE_CHARS, DEFAULT_MAX_NEW_TOKENS, WebWorldModel, WorldModelRequest
 
 #: Why a dream ended: the policy stopped, the world model predicted a terminal page, or the dream
@@ -223,9 +218,12 @@ class DreamDynamics:
     @staticmethod
     def _judge_request(episode: DreamEpisode) -> JudgeRequest:
         start = episode.start
-        targets = start.history_targets if len(start.history_targets) == len(start.history) else ()
+        # Start states written before history_targets existed have none: the actions are shown without them.
+        targets = (
+            start.history_targets if len(start.history_targets) == len(start.history) else [""] * len(start.history)
+        )
         recorded = tuple(
-            JudgeStep(action, target=targets[index] if targets else "") for index, action in enumerate(start.history)
+            JudgeStep(action, target=target) for action, target in zip(start.history, targets, strict=True)
         )
         return JudgeRequest(
             goal=episode.start.goal,
