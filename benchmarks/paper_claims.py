@@ -4,8 +4,11 @@ One driver, four named experiments. Every number is held-out success on *real* M
 Chromium (``dynaweb-eval``, greedy decoding) over the shipped training tasks (the 9 tasks of
 ``dynaweb_env/data/builtin/miniwob_small.jsonl``) at task seeds of the test split (``seed % 5 == 4``,
 :func:`dynaweb_trainer.collect.split_of`) from 104 on, so no method ever trained on them: SFT and
-DynaWeb use only the train split of the shipped demonstrations (seeds 0-3), real-browser GSPO samples
-task seeds 0-15.
+DynaWeb use only train-split demonstrations, real-browser GSPO samples task seeds 0-15. The
+demonstrations (the SFT data, DynaWeb's start states and expert pool) are the 4 per task shipped in
+``miniwob_small.jsonl`` (seeds 0-3), or with ``--demonstrations N`` the first N train-split seeds per
+task collected first by the scripted expert (``dynaweb-collect --policy expert``: 40 per task, 360
+episodes and 1041 steps, took 582 s), whose command is recorded with the results.
 
 ``table1``
     Table 1 analog. The base model prompted (evaluation only, seed-independent: greedy decoding on
@@ -120,6 +123,7 @@ TOOLS: dict[str, str] = {
     "dynaweb-sft": "dynaweb_trainer.sft",
     "dynaweb-train": "dynaweb_trainer.cli",
     "dynaweb-eval": "dynaweb_trainer.evaluate",
+    "dynaweb-collect": "dynaweb_trainer.collect",
 }
 #: Flags that change where or how a tool writes, not what it computes: left out of the run's hash.
 NON_SEMANTIC_FLAGS = frozenset({"--num-envs", "--save-steps", "--save_steps", "--resume"})
@@ -141,10 +145,12 @@ class Budget:
 
     Attributes:
         sft_steps: Optimizer steps of ``dynaweb-sft``.
+        sft_learning_rate: Its learning rate; ``None`` leaves ``dynaweb-sft``'s default (2e-4).
         sft_batch_size, sft_gradient_accumulation_steps: ``dynaweb-sft`` makes one step of their product in
             examples (8), passing ``sft_batch_size`` through the model at once: 8 whole episodes at once
             were killed for memory on this 24 GB machine (24.4 GB resident); 2 at once peak near 16 GB.
         train_steps: Policy updates of every RL run (the same for every method).
+        train_learning_rate: Their learning rate; ``None`` leaves the ``cpu-small`` preset's (1e-5).
         num_generations: Group size G; ``per_device_train_batch_size x gradient_accumulation_steps``
             rollouts make one update (one task query when it equals G), all rolled out in one batch;
             the update passes ``per_device_train_batch_size`` episodes through the model at once (1: the
@@ -160,9 +166,11 @@ class Budget:
     """
 
     sft_steps: int = 15
+    sft_learning_rate: float | None = None
     sft_batch_size: int = 2
     sft_gradient_accumulation_steps: int = 4
     train_steps: int = 8
+    train_learning_rate: float | None = None
     num_generations: int = 4
     per_device_train_batch_size: int = 1
     gradient_accumulation_steps: int = 4
@@ -207,7 +215,8 @@ def apply_overrides(budget: Budget, assignments: Sequence[str]) -> Budget:
         name, equals, text = assignment.partition("=")
         if not equals or name not in types:
             raise ValueError(f"--set {assignment!r}: use NAME=VALUE with NAME one of {', '.join(types)}")
-        values[name] = int(text) if types[name] in (int, "int") else text
+        parse = {"int": int, "float | None": float}.get(types[name], str)  # annotations are strings here
+        values[name] = parse(text)
     return dataclasses.replace(budget, **values)
 
 
@@ -224,11 +233,14 @@ class Context:
     tasks: list[str] = field(default_factory=lambda: list(DEFAULT_TASKS))
     runs_dir: Path = ROOT / "runs" / "claims"
     skip_eval: bool = False
+    demonstrations: int | None = None
 
     @property
     def train_data(self) -> Path:
-        """The train split of the shipped demonstrations: DynaWeb's start states and expert pool."""
-        return self.runs_dir / "data" / "miniwob_small.train.jsonl"
+        """The demonstrations of the train split: the SFT data, DynaWeb's start states and expert pool."""
+        if self.demonstrations is None:
+            return self.runs_dir / "data" / "miniwob_small.train.jsonl"
+        return collect_job(self).result_file
 
 
 def rel(path: Path) -> str:
@@ -297,8 +309,45 @@ def make_job(
     return Job(tool, [*args, output_flag, rel(target)], output_dir, output_dir / result_name)
 
 
+@dataclass
+class CollectJob(Job):
+    """``dynaweb-collect``: done when every requested episode is in its output, not when the file exists.
+
+    The tool appends to its output and skips the episodes already there, so rerunning it resumes.
+    """
+
+    episodes: frozenset[tuple[str, int]] = frozenset()
+
+    def done(self) -> bool:
+        import warnings
+
+        from dynaweb_env.data.io import iter_trajectories
+
+        if not self.result_file.is_file():
+            return False
+        with warnings.catch_warnings():  # a line being written right now is not done yet, nor worth a warning
+            warnings.simplefilter("ignore")
+            found = {(item.task_id, item.metadata.get("seed")) for item in iter_trajectories(self.result_file)}
+        return self.episodes <= found
+
+
+def train_seeds(per_task: int) -> list[int]:
+    """The first ``per_task`` task seeds of the train split (``seed % 5 != 4``, see ``collect.split_of``)."""
+    return [seed for seed in range(per_task * 5 // 4 + 1) if seed % 5 != 4][:per_task]
+
+
+def collect_job(ctx: Context) -> CollectJob:
+    """The scripted expert's demonstrations on ``ctx.demonstrations`` train-split seeds of every task."""
+    seeds = train_seeds(ctx.demonstrations or 0)
+    flags = {"--policy": "expert", "--tasks": ctx.tasks, "--seeds": ",".join(map(str, seeds))}
+    job = make_job(
+        ctx, f"demos-expert-{len(seeds)}", "dynaweb-collect", to_args(flags), "--output", "trajectories.jsonl", True
+    )
+    return CollectJob(**vars(job), episodes=frozenset((task, seed) for task in ctx.tasks for seed in seeds))
+
+
 def sft_job(ctx: Context, seed: int) -> Job:
-    """The SFT start of one seed: ``dynaweb-sft`` on the train split of the shipped demonstrations."""
+    """The SFT start of one seed: ``dynaweb-sft`` on the train split of the demonstrations."""
     b = ctx.budget
     flags = {
         "--model_name_or_path": ctx.policy,
@@ -309,6 +358,10 @@ def sft_job(ctx: Context, seed: int) -> Job:
         "--seed": seed,
         "--save_steps": b.save_steps,
     }
+    if b.sft_learning_rate is not None:
+        flags["--learning_rate"] = b.sft_learning_rate
+    if ctx.demonstrations is not None:  # else dynaweb-sft's default: the shipped demonstrations
+        flags["--dataset_path"] = rel(ctx.train_data)
     job = make_job(ctx, f"sft-seed{seed}", "dynaweb-sft", to_args(flags), "--output_dir", "sft_summary.json")
     job.resume_args = ["--resume_from_checkpoint", "last"]  # an error without a checkpoint, so only then
     return job
@@ -331,6 +384,8 @@ def train_job(ctx: Context, arm: Arm, seed: int, start: Job) -> Job:
         "--max-completion-length": b.max_completion_length,
         "--tasks": ctx.tasks,
     }
+    if b.train_learning_rate is not None:
+        flags["--learning-rate"] = b.train_learning_rate
     flags.update(arm.train_flags)
     flags["--save-steps"] = b.save_steps
     # Named by the configuration, not the arm: the same run in two experiments is the same directory.
@@ -456,8 +511,8 @@ class Run:
         return [job for job in (self.sft, self.train, self.eval) if job is not None]
 
     def done(self, ctx: Context) -> bool:
-        """Finished: a result exists, evaluated unless evaluation is skipped in this invocation."""
-        result = read_json(self.result_file)
+        """Finished: a result of this configuration exists, evaluated unless evaluation is skipped."""
+        result = current_result(self, ctx)
         return result is not None and (ctx.skip_eval or bool(result.get("evaluated")))
 
 
@@ -520,6 +575,21 @@ def execute(job: Job, echo: bool = True) -> None:
         status = process.wait()
     if status != 0 or not job.done():
         raise JobFailed(f"{job.tool} exited with status {status}; see {rel(log)}")
+
+
+def prepare_demonstrations(ctx: Context, echo: bool = True) -> None:
+    """Make ``ctx.train_data``: collect the expert's demonstrations, or write the shipped ones' train split.
+
+    Raises:
+        JobFailed: If the collection fails (rerunning resumes it).
+    """
+    if ctx.demonstrations is None:
+        write_train_split(ctx)
+        return
+    job = collect_job(ctx)
+    if not job.done():
+        print(f"paper_claims: collecting demonstrations: {job.command}\n  log: {rel(job.output_dir)}", flush=True)
+        execute(job, echo)
 
 
 def write_train_split(ctx: Context) -> None:
@@ -616,7 +686,7 @@ def count_actions(path: Path, split: str = "train", successful_only: bool = Fals
     )
 
 
-def env_steps(run: Run, train: dict[str, Any] | None) -> dict[str, int | None]:
+def env_steps(run: Run, train: dict[str, Any] | None, demonstrations: Path) -> dict[str, int | None]:
     """The real-environment steps behind a run's policy, by source.
 
     ``total`` counts distinct real interactions: demonstration steps (what SFT and expert replays
@@ -624,14 +694,14 @@ def env_steps(run: Run, train: dict[str, Any] | None) -> dict[str, int | None]:
     (``None`` when unknown, for a world model given with ``--world-model``). Replays of demonstrations
     are reported apart (``expert_replay``), not added: they reuse steps already counted.
     """
-    demonstrations = count_actions(DEMONSTRATIONS, successful_only=True) if run.arm.method != "base" else 0
+    sft = count_actions(demonstrations, successful_only=True) if run.arm.method != "base" else 0
     online = train.get("real_env_steps") if train else 0
     replay = train.get("expert_env_steps") if train else 0
     world_model = {"shipped": count_actions(EXPLORATION), "untrained": 0, "custom": None, None: 0}[run.arm.world_model]
-    parts = (demonstrations, online, world_model)
+    parts = (sft, online, world_model)
     total = None if any(part is None for part in parts) else sum(parts)
     return {
-        "sft_demonstrations": demonstrations,
+        "sft_demonstrations": sft,
         "online_real": online,
         "expert_replay": replay,
         "world_model_extra": world_model,
@@ -658,7 +728,7 @@ def build_result(run: Run, ctx: Context) -> dict[str, Any]:
         "eval_episodes": summary.get("episodes"),
         "eval_mean_steps": summary.get("mean_steps"),
         "train_success_last": (train or {}).get("success_rate_last"),
-        "real_env_steps": env_steps(run, train),
+        "real_env_steps": env_steps(run, train, ctx.train_data),
         "seconds": {
             "sft": (sft or {}).get("runtime_s"),
             "train": (train or {}).get("train_seconds"),
@@ -668,6 +738,22 @@ def build_result(run: Run, ctx: Context) -> dict[str, Any]:
         "output_dirs": [rel(job.output_dir) for job in run.jobs],
         "train_summary": train,
     }
+
+
+def current_result(run: Run, ctx: Context) -> dict[str, Any] | None:
+    """The run's result in this configuration, ``None`` while it is unfinished.
+
+    ``result.json`` sits at ``<experiment>/<run name>/``, whatever the budget, models or data, so it
+    may hold another configuration's result: that one is stale, and the result is rebuilt from the
+    tools' outputs when this configuration's jobs are all done (switching back and forth costs nothing).
+    """
+    result = read_json(run.result_file)
+    mine = [rel(job.output_dir) for job in run.jobs]
+    if result is not None and result.get("output_dirs", [])[: len(mine)] == mine:
+        return result
+    if run.jobs and all(job.done() for job in run.jobs):
+        return build_result(run, ctx)
+    return None
 
 
 def spread(values: Sequence[float]) -> dict[str, float | None]:
@@ -735,7 +821,8 @@ def aggregate(experiment: str, runs: Sequence[Run], ctx: Context, command: str) 
     The plotted metric is held-out success when any run was evaluated, else (``--skip-eval``) the
     training success of the last quarter of updates, which is named as such.
     """
-    results = [result for run in runs if (result := read_json(run.result_file)) is not None]
+    per_run = [current_result(run, ctx) for run in runs]
+    results = [result for result in per_run if result is not None]
     metric = "success" if any(result["evaluated"] for result in results) else "train_success_last"
     arms = list({run.arm.key: run.arm for run in runs}.values())
     rows = summarize(results, arms, metric)
@@ -754,11 +841,12 @@ def aggregate(experiment: str, runs: Sequence[Run], ctx: Context, command: str) 
             "tasks": ctx.tasks,
             "eval_seeds": ctx.budget.eval_seeds,
             "train_data": rel(ctx.train_data),
+            "demonstrations": "shipped" if ctx.demonstrations is None else collect_job(ctx).command,
             "skip_eval": ctx.skip_eval,
         },
         "summary": rows,
-        "complete": len(results) == len(runs) and all(run.done(ctx) for run in runs),
-        "missing": [f"{run.experiment}/{run.name}" for run in runs if not run.result_file.is_file()],
+        "complete": all(result is not None and (ctx.skip_eval or result["evaluated"]) for result in per_run),
+        "missing": [f"{run.experiment}/{run.name}" for run, found in zip(runs, per_run, strict=True) if not found],
         "runs": results,
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version()},
         "written_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -861,6 +949,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--judge", default=TRAINED_JUDGE, help=f"judge of every DynaWeb run (default the shipped {TRAINED_JUDGE})"
     )
     parser.add_argument("--tasks", nargs="+", default=list(DEFAULT_TASKS), help="tasks (default: the 9 shipped)")
+    parser.add_argument(
+        "--demonstrations",
+        default="shipped",
+        metavar="N|shipped",
+        help="the SFT start's data, DynaWeb's start states and expert pool: N train-split seeds per task "
+        "collected with the scripted expert (dynaweb-collect --policy expert), or the 4 per task shipped in "
+        "miniwob_small.jsonl (default shipped)",
+    )
     parser.add_argument("--runs-dir", type=Path, default=ROOT / "runs" / "claims", help="default runs/claims")
     parser.add_argument(
         "--results-dir",
@@ -888,12 +984,25 @@ def make_context(args: argparse.Namespace) -> Context:
         tasks=list(args.tasks),
         runs_dir=args.runs_dir.resolve(),
         skip_eval=args.skip_eval,
+        demonstrations=parse_demonstrations(args.demonstrations),
     )
+
+
+def parse_demonstrations(text: str) -> int | None:
+    """``--demonstrations``: ``None`` for the shipped ones, else a positive count (``ValueError`` otherwise)."""
+    if text == "shipped":
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"--demonstrations {text!r}: use a positive number of seeds per task, or 'shipped'")
+    return int(text)
 
 
 def dry_run(runs: Sequence[Run], ctx: Context) -> None:
     """Print every run's jobs with their state and exact command (run from the repository root)."""
     print(f"# from {ROOT}")
+    if ctx.demonstrations is not None:
+        job = collect_job(ctx)
+        print(f"[demonstrations] [{'done' if job.done() else 'todo'}] {job.command}")
     for index, run in enumerate(runs, 1):
         state = "done" if run.done(ctx) else "pending"
         print(f"[{index}/{len(runs)}] {run.experiment}/{run.name} ({state})")
@@ -923,12 +1032,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         dry_run(runs, ctx)
         return 0
     failures: list[str] = []
+    if args.aggregate_only and ctx.demonstrations is None:
+        write_train_split(ctx)  # results rebuilt from finished jobs count its actions
     if not args.aggregate_only:
         problems = preflight(runs, ctx)
         if problems:
             print("paper_claims: cannot start:\n  " + "\n  ".join(problems), file=sys.stderr)
             return 2
-        write_train_split(ctx)
+        try:
+            prepare_demonstrations(ctx, echo=not args.quiet)
+        except JobFailed as error:
+            print(f"paper_claims: collecting demonstrations failed: {error}", file=sys.stderr)
+            return 1
         pending = sum(not run.done(ctx) for run in runs)
         print(f"paper_claims: {len(runs)} runs, {pending} to do, {len(runs) - pending} finished", flush=True)
         failures = run_all(runs, ctx, echo=not args.quiet)

@@ -143,7 +143,8 @@ def _fake_result(run, success: float, online: int, extra: int) -> dict:
     steps = {"sft_demonstrations": 67, "online_real": online, "expert_replay": 5, "world_model_extra": extra}
     steps["total"] = 67 + online + extra
     return {"arm": run.arm.key, "seed": run.seed, "evaluated": True, "success": success,
-            "train_success_last": 0.5, "real_env_steps": steps}  # fmt: skip
+            "train_success_last": 0.5, "real_env_steps": steps,
+            "output_dirs": [claims.rel(job.output_dir) for job in run.jobs]}  # fmt: skip
 
 
 def test_table1_aggregate_reports_spread_and_the_issue_criteria(tmp_path):
@@ -173,18 +174,65 @@ def test_table1_aggregate_reports_spread_and_the_issue_criteria(tmp_path):
     assert png.stat().st_size > 10_000
 
 
+def test_a_result_of_another_configuration_is_stale_not_done(tmp_path):
+    """result.json's place does not depend on the configuration, so its jobs decide whose it is."""
+    shipped = claims.make_context(claims.parse_args(["table1", "--runs-dir", str(tmp_path), "--seeds", "0"]))
+    collected = claims.make_context(
+        claims.parse_args(["table1", "--runs-dir", str(tmp_path), "--seeds", "0", "--demonstrations", "40"])
+    )
+    (run,) = [run for run in claims.plan("table1", shipped) if run.name == "sft-seed0"]
+    claims.write_json(run.result_file, _fake_result(run, 0.3, 0, 0))
+    assert run.done(shipped)
+    (other,) = [run for run in claims.plan("table1", collected) if run.name == "sft-seed0"]
+    assert other.result_file == run.result_file and not other.done(collected)
+    report = claims.aggregate("table1", claims.plan("table1", collected, ["sft"]), collected, "cmd")
+    assert report["runs"] == [] and report["missing"] == ["table1/sft-seed0"] and not report["complete"]
+    assert claims.aggregate("table1", [run], shipped, "cmd")["runs"][0]["success"] == 0.3
+
+
+def test_collected_demonstrations_feed_the_sft_start_and_dynaweb(tmp_path):
+    args = ["table1", "--runs-dir", str(tmp_path), "--seeds", "0", "--demonstrations", "2"]
+    ctx = claims.make_context(claims.parse_args([*args, "--tasks", "miniwob.click-button"]))
+    job = claims.collect_job(ctx)
+    assert "--policy expert --tasks miniwob.click-button --seeds 0,1 --output" in job.command
+    assert claims.train_seeds(5) == [0, 1, 2, 3, 5]  # seed 4 is held out (seed % 5 == 4)
+    assert ctx.train_data == job.result_file
+    runs = {run.name: run for run in claims.plan("table1", ctx)}
+    assert f"--dataset_path {claims.rel(job.result_file)}" in runs["sft-seed0"].sft.command
+    dream = runs["dynaweb-seed0"].train.command
+    assert f"--start-states {claims.rel(job.result_file)} --expert-trajectories {claims.rel(job.result_file)}" in dream
+    assert "--dataset_path" not in claims.sft_job(claims.make_context(claims.parse_args(["table1"])), 0).command
+
+    # Done only when every requested episode is there: the tool appends and resumes a cut-short run.
+    shipped = [line for line in claims.DEMONSTRATIONS.read_text().splitlines() if "click-button" in line]
+    assert not job.done()
+    job.result_file.parent.mkdir(parents=True)
+    job.result_file.write_text(shipped[0] + "\n" + shipped[1][:50])  # seed 0, and seed 1 cut short
+    assert not job.done()
+    job.result_file.write_text(shipped[0] + "\n" + shipped[1] + "\n")
+    assert job.done()
+    for bad in ("0", "-3", "many"):
+        with pytest.raises(ValueError, match="--demonstrations"):
+            claims.make_context(claims.parse_args(["table1", "--demonstrations", bad]))
+
+
 @pytest.mark.browser
 @pytest.mark.slow
 def test_real_browser_arms_evaluate_and_count_real_steps(tmp_path, require_browser):
-    """The base model's evaluation and one real-browser GSPO update, on one task and one held-out seed."""
+    """Expert demonstrations collected in Chromium, then the base model's evaluation and one real-browser
+    GSPO update from the SFT start on them, on one task and one held-out seed."""
     args = ["table1", "--arms", "base", "gspo-real", "--seeds", "0", "--tasks", "miniwob.click-button"]
-    first = drive(tmp_path, *args, *TINY_MODELS, *TINY_BUDGET)
+    first = drive(tmp_path, *args, "--demonstrations", "2", *TINY_MODELS, *TINY_BUDGET)
     assert first.returncode == 0, first.stdout + first.stderr
+    assert "collecting demonstrations: dynaweb-collect --policy expert" in first.stdout
     report = json.loads((tmp_path / "results" / "paper_claims_table1.json").read_text())
     assert report["metric"] == "success" and report["complete"]
+    assert report["config"]["demonstrations"].startswith("dynaweb-collect --policy expert")
     runs = {run["arm"]: run for run in report["runs"]}
     assert runs["base"]["eval_episodes"] == 1 and runs["base"]["real_env_steps"]["total"] == 0
     assert runs["gspo-real"]["eval_episodes"] == 1 and runs["gspo-real"]["evaluated"]
-    # One update of a group of 2 one-step episodes in Chromium, on top of the 67 demonstration steps.
+    assert "--dataset_path" in runs["gspo-real"]["commands"][0]
+    # One update of a group of 2 one-step episodes in Chromium, on top of 2 one-step demonstrations.
+    assert runs["gspo-real"]["real_env_steps"]["sft_demonstrations"] == 2
     assert runs["gspo-real"]["real_env_steps"]["online_real"] == 2
-    assert runs["gspo-real"]["real_env_steps"]["total"] == 67 + 2
+    assert runs["gspo-real"]["real_env_steps"]["total"] == 2 + 2
