@@ -5,10 +5,12 @@ Chromium (``dynaweb-eval``, greedy decoding) over the shipped training tasks (th
 ``dynaweb_env/data/builtin/miniwob_small.jsonl``) at task seeds of the test split (``seed % 5 == 4``,
 :func:`dynaweb_trainer.collect.split_of`) from 104 on, so no method ever trained on them: SFT and
 DynaWeb use only train-split demonstrations, real-browser GSPO samples task seeds 0-15. The
-demonstrations (the SFT data, DynaWeb's start states and expert pool) are the 4 per task shipped in
-``miniwob_small.jsonl`` (seeds 0-3), or with ``--demonstrations N`` the first N train-split seeds per
-task collected first by the scripted expert (``dynaweb-collect --policy expert``: 40 per task, 360
-episodes and 1041 steps, took 582 s), whose command is recorded with the results.
+demonstrations (the SFT data, DynaWeb's start states and expert pool) are the first N train-split
+seeds per task (``--demonstrations N``, default 40), collected first by the scripted expert
+(``dynaweb-collect --policy expert``, recorded with the results; 40 per task: 360 episodes, 1041
+steps, 582 s), or the 4 per task shipped in ``miniwob_small.jsonl`` (``--demonstrations shipped``).
+With the shipped 36 the SFT start solved 3 of 90 held-out episodes, which left both RL methods
+nothing to learn from (``paper_claims_table1_36demos.json``); with 360 it solves 60 of 90.
 
 ``table1``
     Table 1 analog. The base model prompted (evaluation only, seed-independent: greedy decoding on
@@ -64,7 +66,8 @@ step of 8 dreams with 384 tokens takes ~108 s and one dream ~28 s
 a GSPO update on 4 multi-turn episodes ~1 min (prefill-bound forward + backward of ~10k tokens).
 
 =================================  ===========================================================
-SFT start (15 steps of 8)          ~10 min per seed
+Expert demonstrations (40 / task)  10 min once (measured: 582 s), shared by every seed
+SFT start (30 steps of 8)          ~37 min per seed (measured: 2188 s, ~73 s a step)
 DynaWeb, dream length 3            ~3.5 min per update (2 dreams: 3 x (policy 10 s + world model
                                    35 s) + judge 15 s, then the update) -> ~30 min for 8 updates
 DynaWeb, dream length 1 / 5 / 8    ~15 / ~45 / ~65 min (at 8, the 4096-token episode cap
@@ -72,7 +75,7 @@ DynaWeb, dream length 1 / 5 / 8    ~15 / ~45 / ~65 min (at 8, the 4096-token epi
 DynaWeb, expert fraction 0 / 1.0   ~40 min (4 dreams per update) / ~10 min (no dreams at all)
 GSPO in the real browser           ~2-2.5 min per update (4 browsers, up to 5 turns) -> ~20 min
 Evaluation (9 tasks x 10 seeds)    ~15-25 min (4 browsers, up to 5 turns of 64 tokens)
-``table1``, 3 seeds                ~6.5 h
+``table1``, 3 seeds                ~8 h
 ``dream_length``, 3 seeds          ~9 h after ``table1`` (dream length 3 and the SFT starts shared)
 ``expert_frac``, 3 seeds           ~7 h after ``table1`` (0.5 shared)
 ``world_model``, 3 seeds           ~2.5 h after ``table1`` (the trained arm shared)
@@ -87,8 +90,9 @@ is meant for a larger machine: on this CPU it would take days per experiment.
 
 Smoke runs use tiny models and a tiny budget (all of it in ``tests/test_paper_claims.py``)::
 
-    python benchmarks/paper_claims.py dream_length --arms 1 --seeds 0 --skip-eval --policy tiny-random \\
-        --world-model tiny-random --judge tiny-random --runs-dir /tmp/claims --results-dir /tmp/claims \\
+    python benchmarks/paper_claims.py dream_length --arms 1 --seeds 0 --skip-eval --demonstrations shipped \\
+        --policy tiny-random --world-model tiny-random --judge tiny-random --runs-dir /tmp/claims \\
+        --results-dir /tmp/claims \\
         --set sft_steps=1 train_steps=1 num_generations=2 per_device_train_batch_size=2 \\
         gradient_accumulation_steps=1 ...
 """
@@ -144,13 +148,15 @@ class Budget:
     """How much compute each run gets; ``--set NAME=VALUE`` overrides any field.
 
     Attributes:
-        sft_steps: Optimizer steps of ``dynaweb-sft``.
-        sft_learning_rate: Its learning rate; ``None`` leaves ``dynaweb-sft``'s default (2e-4).
+        sft_steps: Optimizer steps of ``dynaweb-sft`` (30 x 8 examples: two thirds of a pass over 360).
+        sft_learning_rate: Its learning rate (``None``: ``dynaweb-sft``'s 2e-4, which after 15 steps left
+            the loss at 1.13; 1e-3 took it to 0.04 in 30).
         sft_batch_size, sft_gradient_accumulation_steps: ``dynaweb-sft`` makes one step of their product in
             examples (8), passing ``sft_batch_size`` through the model at once: 8 whole episodes at once
             were killed for memory on this 24 GB machine (24.4 GB resident); 2 at once peak near 16 GB.
         train_steps: Policy updates of every RL run (the same for every method).
-        train_learning_rate: Their learning rate; ``None`` leaves the ``cpu-small`` preset's (1e-5).
+        train_learning_rate: Their learning rate (``None``: the ``cpu-small`` preset's 1e-5, with which 8
+            LoRA updates left DynaWeb's greedy evaluation task for task where the SFT start's was).
         num_generations: Group size G; ``per_device_train_batch_size x gradient_accumulation_steps``
             rollouts make one update (one task query when it equals G), all rolled out in one batch;
             the update passes ``per_device_train_batch_size`` episodes through the model at once (1: the
@@ -165,12 +171,12 @@ class Budget:
         eval_envs: Browsers in parallel during evaluation.
     """
 
-    sft_steps: int = 15
-    sft_learning_rate: float | None = None
+    sft_steps: int = 30
+    sft_learning_rate: float | None = 1e-3
     sft_batch_size: int = 2
     sft_gradient_accumulation_steps: int = 4
     train_steps: int = 8
-    train_learning_rate: float | None = None
+    train_learning_rate: float | None = 1e-4
     num_generations: int = 4
     per_device_train_batch_size: int = 1
     gradient_accumulation_steps: int = 4
@@ -233,7 +239,7 @@ class Context:
     tasks: list[str] = field(default_factory=lambda: list(DEFAULT_TASKS))
     runs_dir: Path = ROOT / "runs" / "claims"
     skip_eval: bool = False
-    demonstrations: int | None = None
+    demonstrations: int | None = 40
 
     @property
     def train_data(self) -> Path:
@@ -588,7 +594,8 @@ def prepare_demonstrations(ctx: Context, echo: bool = True) -> None:
         return
     job = collect_job(ctx)
     if not job.done():
-        print(f"paper_claims: collecting demonstrations: {job.command}\n  log: {rel(job.output_dir)}", flush=True)
+        log = rel(job.output_dir / f"{job.tool}.log")
+        print(f"paper_claims: collecting demonstrations: {job.command}\n  log: {log}", flush=True)
         execute(job, echo)
 
 
@@ -951,11 +958,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--tasks", nargs="+", default=list(DEFAULT_TASKS), help="tasks (default: the 9 shipped)")
     parser.add_argument(
         "--demonstrations",
-        default="shipped",
+        default="40",
         metavar="N|shipped",
         help="the SFT start's data, DynaWeb's start states and expert pool: N train-split seeds per task "
         "collected with the scripted expert (dynaweb-collect --policy expert), or the 4 per task shipped in "
-        "miniwob_small.jsonl (default shipped)",
+        "miniwob_small.jsonl (default 40)",
     )
     parser.add_argument("--runs-dir", type=Path, default=ROOT / "runs" / "claims", help="default runs/claims")
     parser.add_argument(

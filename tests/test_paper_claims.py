@@ -21,6 +21,7 @@ TINY_BUDGET = [
     "world_model_max_new_tokens=16", "judge_max_new_tokens=16", "save_steps=1", "eval_seeds=104", "eval_envs=1",
 ]  # fmt: skip
 TINY_MODELS = ["--policy", "tiny-random", "--world-model", "tiny-random", "--judge", "tiny-random"]
+SHIPPED_DEMOS = ["--demonstrations", "shipped"]  # no browser needed to collect them
 
 
 def load_driver():
@@ -43,7 +44,7 @@ def drive(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
 def test_dream_smoke_run_aggregates_then_skips_and_dry_runs(tmp_path):
     """SFT start + one DynaWeb update in tiny-random dreams, end to end through the real tools."""
     args = ["dream_length", "--arms", "1", "--seeds", "0", "--skip-eval", "--tasks", "miniwob.click-button"]
-    args += [*TINY_MODELS, *TINY_BUDGET]
+    args += [*TINY_MODELS, *SHIPPED_DEMOS, *TINY_BUDGET]
     first = drive(tmp_path, *args)
     assert first.returncode == 0, first.stdout + first.stderr
     assert "running dynaweb-sft" in first.stdout and "running dynaweb-train" in first.stdout
@@ -176,10 +177,9 @@ def test_table1_aggregate_reports_spread_and_the_issue_criteria(tmp_path):
 
 def test_a_result_of_another_configuration_is_stale_not_done(tmp_path):
     """result.json's place does not depend on the configuration, so its jobs decide whose it is."""
-    shipped = claims.make_context(claims.parse_args(["table1", "--runs-dir", str(tmp_path), "--seeds", "0"]))
-    collected = claims.make_context(
-        claims.parse_args(["table1", "--runs-dir", str(tmp_path), "--seeds", "0", "--demonstrations", "40"])
-    )
+    args = ["table1", "--runs-dir", str(tmp_path), "--seeds", "0"]
+    shipped = claims.make_context(claims.parse_args([*args, *SHIPPED_DEMOS]))
+    collected = claims.make_context(claims.parse_args(args))
     (run,) = [run for run in claims.plan("table1", shipped) if run.name == "sft-seed0"]
     claims.write_json(run.result_file, _fake_result(run, 0.3, 0, 0))
     assert run.done(shipped)
@@ -201,7 +201,8 @@ def test_collected_demonstrations_feed_the_sft_start_and_dynaweb(tmp_path):
     assert f"--dataset_path {claims.rel(job.result_file)}" in runs["sft-seed0"].sft.command
     dream = runs["dynaweb-seed0"].train.command
     assert f"--start-states {claims.rel(job.result_file)} --expert-trajectories {claims.rel(job.result_file)}" in dream
-    assert "--dataset_path" not in claims.sft_job(claims.make_context(claims.parse_args(["table1"])), 0).command
+    shipped = claims.make_context(claims.parse_args(["table1", *SHIPPED_DEMOS]))
+    assert "--dataset_path" not in claims.sft_job(shipped, 0).command
 
     # Done only when every requested episode is there: the tool appends and resumes a cut-short run.
     shipped = [line for line in claims.DEMONSTRATIONS.read_text().splitlines() if "click-button" in line]
