@@ -7,8 +7,8 @@ Chromium (``dynaweb-eval``, greedy decoding) over the shipped training tasks (th
 DynaWeb use only train-split demonstrations, real-browser GSPO samples task seeds 0-15. The
 demonstrations (the SFT data, DynaWeb's start states and expert pool) are the first N train-split
 seeds per task (``--demonstrations N``, default 40), collected first by the scripted expert
-(``dynaweb-collect --policy expert``, recorded with the results; 40 per task: 360 episodes, 1041
-steps, 582 s), or the 4 per task shipped in ``miniwob_small.jsonl`` (``--demonstrations shipped``).
+(``dynaweb-collect --policy expert``, recorded with the results; 40 per task: 360 episodes, 681
+actions, 582 s), or the 4 per task shipped in ``miniwob_small.jsonl`` (``--demonstrations shipped``).
 With the shipped 36 the SFT start solved 3 of 90 held-out episodes, which left both RL methods
 nothing to learn from (``paper_claims_table1_36demos.json``); with 360 it solves 60 of 90.
 
@@ -81,9 +81,11 @@ Evaluation (9 tasks x 10 seeds)    ~15-25 min (4 browsers, up to 5 turns of 64 t
 ``world_model``, 3 seeds           ~2.5 h after ``table1`` (the trained arm shared)
 =================================  ===========================================================
 
-Measured in the first ``table1`` run (seed 0, the 2 cores shared with other jobs the whole time, so
-slower than idle): the SFT start 24 min for its last 11 of 15 steps (it was resumed), an evaluation
-53 min (the SFT start's: 3202 s), DynaWeb's 8 updates 25 min (1511 s).
+Measured in ``table1`` seed 0 with the defaults (2188 s for the SFT start, as above): real-browser
+GSPO's 8 updates 515 s, DynaWeb's 8 updates 896 s, an evaluation 571-616 s alone (1044 s for the SFT
+start's, which shared the CPU for a while). A policy that solves most pages ends episodes early, so
+these are shorter than the estimates; with the 36-demonstration start (3% success, every episode to
+its step limit, the machine shared) an evaluation took 53 min and DynaWeb's updates 25 min.
 
 ``--budget paper-ish`` (G = 8, 32 updates, 10-step episodes, dream length 5, 30 evaluation seeds)
 is meant for a larger machine: on this CPU it would take days per experiment.
