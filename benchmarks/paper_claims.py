@@ -105,6 +105,7 @@ import argparse
 import dataclasses
 import datetime
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -340,8 +341,10 @@ class CollectJob(Job):
 
 
 def train_seeds(per_task: int) -> list[int]:
-    """The first ``per_task`` task seeds of the train split (``seed % 5 != 4``, see ``collect.split_of``)."""
-    return [seed for seed in range(per_task * 5 // 4 + 1) if seed % 5 != 4][:per_task]
+    """The first ``per_task`` task seeds of the train split (:func:`dynaweb_trainer.collect.split_of`)."""
+    from dynaweb_trainer.collect import split_of
+
+    return list(itertools.islice((seed for seed in itertools.count() if split_of(seed) == "train"), per_task))
 
 
 def collect_job(ctx: Context) -> CollectJob:
