@@ -243,6 +243,8 @@ class Context:
     runs_dir: Path = ROOT / "runs" / "claims"
     skip_eval: bool = False
     demonstrations: int | None = 40
+    #: Every RL seed starts from the SFT start of this seed (``None``: each seed trains its own).
+    sft_seed: int | None = None
 
     @property
     def train_data(self) -> Path:
@@ -535,13 +537,16 @@ def plan(experiment: str, ctx: Context, arms: Sequence[str] | None = None) -> li
     selected = [arm for arm in experiment_arms(experiment, ctx) if not arms or arm.key in arms]
     # Greedy evaluation of the untrained base model on fixed pages does not depend on a seed: once.
     pairs = [(arm, None) for arm in selected if arm.method == "base"]
+    if ctx.sft_seed is not None:  # one shared SFT start: it is one run, whatever the RL seeds
+        pairs += [(arm, ctx.sft_seed) for arm in selected if arm.method == "sft"]
+        selected = [arm for arm in selected if arm.method != "sft"]
     pairs += [(arm, seed) for seed in ctx.seeds for arm in selected if arm.method != "base"]
     return [make_run(experiment, arm, seed, ctx) for arm, seed in pairs]
 
 
 def make_run(experiment: str, arm: Arm, seed: int | None, ctx: Context) -> Run:
     """One run's jobs: the SFT start (not for the base model), training (RL arms), evaluation."""
-    start = sft_job(ctx, seed) if seed is not None else None
+    start = None if seed is None else sft_job(ctx, seed if ctx.sft_seed is None else ctx.sft_seed)
     train = train_job(ctx, arm, seed, start) if arm.method in ("gspo-real", "dynaweb") else None
     policy_job = train or start
     evaluation = None
@@ -855,6 +860,7 @@ def aggregate(experiment: str, runs: Sequence[Run], ctx: Context, command: str) 
             "train_data": rel(ctx.train_data),
             "demonstrations": "shipped" if ctx.demonstrations is None else collect_job(ctx).command,
             "skip_eval": ctx.skip_eval,
+            "sft_seed": ctx.sft_seed,
         },
         "summary": rows,
         "complete": all(result is not None and (ctx.skip_eval or result["evaluated"]) for result in per_run),
@@ -969,6 +975,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "collected with the scripted expert (dynaweb-collect --policy expert), or the 4 per task shipped in "
         "miniwob_small.jsonl (default 40)",
     )
+    parser.add_argument(
+        "--sft-seed",
+        type=int,
+        default=None,
+        metavar="S",
+        help="start every RL seed from the one SFT start of seed S, as the paper starts every method from one "
+        "SFT checkpoint; the spread over --seeds is then the RL's alone (default: each seed trains its own)",
+    )
     parser.add_argument("--runs-dir", type=Path, default=ROOT / "runs" / "claims", help="default runs/claims")
     parser.add_argument(
         "--results-dir",
@@ -997,6 +1011,7 @@ def make_context(args: argparse.Namespace) -> Context:
         runs_dir=args.runs_dir.resolve(),
         skip_eval=args.skip_eval,
         demonstrations=parse_demonstrations(args.demonstrations),
+        sft_seed=args.sft_seed,
     )
 
 

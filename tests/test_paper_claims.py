@@ -108,6 +108,25 @@ def test_table1_plan_is_a_fair_comparison(tmp_path):
     assert len({run.eval.args[run.eval.args.index("--seeds") + 1] for run in runs}) == 1
 
 
+def test_one_sft_start_can_be_shared_by_every_rl_seed(tmp_path):
+    own_ctx = claims.make_context(claims.parse_args(["table1", "--runs-dir", str(tmp_path)]))
+    own = {run.name: run for run in claims.plan("table1", own_ctx)}
+    args = claims.parse_args(["table1", "--seeds", "0", "1", "2", "--sft-seed", "0", "--runs-dir", str(tmp_path)])
+    ctx = claims.make_context(args)
+    runs = {run.name: run for run in claims.plan("table1", ctx)}
+    # The SFT start is one run (a row with one value, not three copies of it), every RL seed starts from it.
+    rl_runs = [f"{arm}-seed{seed}" for seed in (0, 1, 2) for arm in ("gspo-real", "dynaweb")]
+    assert list(runs) == ["base", "sft-seed0", *rl_runs]
+    assert {run.sft.output_dir.name for name, run in runs.items() if name != "base"} == {
+        own["sft-seed0"].sft.output_dir.name
+    }
+    # Seed 0 is the same training as without the flag (its finished runs are reused); seed 1 trains anew.
+    assert runs["dynaweb-seed0"].train.output_dir.name == own["dynaweb-seed0"].train.output_dir.name
+    assert runs["dynaweb-seed1"].train.output_dir.name != own["dynaweb-seed1"].train.output_dir.name
+    assert "--seed 1 " in runs["dynaweb-seed1"].train.command
+    assert claims.aggregate("table1", list(runs.values()), ctx, "cmd")["config"]["sft_seed"] == 0
+
+
 def test_identical_runs_are_shared_across_experiments_and_configs_are_not(tmp_path):
     ctx = claims.make_context(claims.parse_args(["table1", "--runs-dir", str(tmp_path)]))
     table1 = {run.name: run for run in claims.plan("table1", ctx)}
