@@ -4,6 +4,7 @@
     dynaweb-dream --policy expert                   # the scripted expert acts: watch the world model answer
     dynaweb-dream --task miniwob.click-checkboxes --seed 3 --dream-length 4
     dynaweb-dream --policy outputs/dynaweb-gspo --world-model openai:wm@http://localhost:8000/v1
+    dynaweb-dream --judge world-model               # the world model's backend judges (DreamWeb-v0's default)
 
 Each step prints the page the policy saw, its response, and the world model's predicted state
 changes; the episode ends with the judge's verdict. The policy-environment loop is
@@ -50,6 +51,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="dynaweb-dream", description=__doc__.splitlines()[0])
     parser.add_argument("--policy", default="smollm2-135m", help="policy reference, as dynaweb-eval takes it")
     parser.add_argument("--world-model", default=None, help="world-model backend spec (default: the shipped one)")
+    parser.add_argument(
+        "--judge",
+        default="smollm2-135m-judge",
+        help="judge backend spec (default: the shipped trained judge, as the cpu-small preset trains with; "
+        "'world-model' for the world model's own backend, DreamWeb-v0's default)",
+    )
     parser.add_argument("--output-mode", choices=["tree", "patch"], default=None, help="world-model output mode")
     parser.add_argument("--task", default=None, help="task of the start state (default: any)")
     parser.add_argument("--seed", type=int, default=0)
@@ -69,6 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             num_envs=1,
             autoreset_mode=AutoresetMode.DISABLED,
             world_model=args.world_model,
+            judge=None if args.judge == "world-model" else args.judge,
             output_mode=args.output_mode,
             dream_length=args.dream_length,
             max_new_tokens=args.world_model_max_new_tokens,
@@ -77,7 +85,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     policy = load_policy(args.policy)
     world_model = args.world_model or f"shipped ({args.output_mode or 'tree'} mode)"
-    print(f"policy {policy.name} | world model {world_model} | task {start.task_id} (step {start.step_index})")
+    print(f"policy {policy.name} | world model {world_model} | judge {args.judge}")
+    print(f"task {start.task_id} (step {start.step_index} of a real trajectory)")
     result = run_episodes(
         env,
         policy.backend,

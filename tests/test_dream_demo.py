@@ -6,7 +6,8 @@ from dynaweb_trainer.dream_demo import main
 def test_dream_demo_prints_an_episode(capsys):
     code = main(
         [
-            "--policy", "tiny-random", "--world-model", "tiny-random", "--task", "miniwob.click-button",
+            "--policy", "tiny-random", "--world-model", "tiny-random", "--judge", "world-model",
+            "--task", "miniwob.click-button",
             "--dream-length", "2", "--policy-max-new-tokens", "8", "--world-model-max-new-tokens", "16",
         ]
     )  # fmt: skip
