@@ -35,8 +35,12 @@ The judge of dreams is fixed (``--judge``, default the shipped trained judge ``s
 every DynaWeb run, unlike ``dynaweb-train``'s default (the world model's backend): otherwise the
 ``world_model`` experiment would swap the judge together with the world model. The trained judge because
 the prompted 135M model never says SUCCESS (``benchmarks/results/judge_accuracy.json``), which would give
-every dream reward 0 and GSPO no signal from dreams at all. The SFT start is
-trained once per seed and shared, and a training run whose configuration is identical in several
+every dream reward 0 and GSPO no signal from dreams at all.
+
+The SFT start is trained once per seed and shared by that seed's arms; with ``--sft-seed S`` every RL
+seed starts from the one SFT start of seed S, as the paper starts every method from one SFT
+checkpoint. That saves ~37 min per extra seed, and the spread over ``--seeds`` is then the RL's alone
+(the SFT row is one run). A training run whose configuration is identical in several
 experiments (e.g. DynaWeb at dream length 3 and expert fraction 0.5) is trained and evaluated once:
 the tools write into ``<runs-dir>/shared/<name>-<hash of the command>/`` and each experiment's run
 writes its ``result.json`` into ``<runs-dir>/<experiment>/<run-name>/``.
@@ -46,6 +50,7 @@ interrupted ``dynaweb-train`` resumes from its last checkpoint via ``--resume``,
 ``--resume_from_checkpoint last``)::
 
     python benchmarks/paper_claims.py table1 --seeds 0 1 2
+    python benchmarks/paper_claims.py table1 --seeds 0 1 2 --sft-seed 0   # one SFT start, 3 RL seeds
     python benchmarks/paper_claims.py dream_length --seeds 0 1 2
     python benchmarks/paper_claims.py expert_frac --seeds 0 1 2
     python benchmarks/paper_claims.py world_model --seeds 0 1 2
