@@ -129,6 +129,10 @@ class GSPOConfig(GRPOConfig):
 
         resume (`bool`, *optional*, defaults to `False`):
             Resume from the last `checkpoint-*` in `output_dir` (or from `resume_from_checkpoint` if set).
+        save_episodes (`bool`, *optional*, defaults to `True`):
+            Append every training episode (dreams with the judge's reasoning, real episodes, expert replays)
+            to `output_dir/episodes.jsonl` as trajectory records, tagged with the update they trained
+            (:mod:`dynaweb_trainer.episode_log`).
     """
 
     # -- GSPO defaults (differ from GRPOConfig) --------------------------------------------------
@@ -226,6 +230,9 @@ class GSPOConfig(GRPOConfig):
     # -- run -------------------------------------------------------------------------------------
     resume: bool = field(
         default=False, metadata={"help": "Resume from the last checkpoint in output_dir (or resume_from_checkpoint)."}
+    )
+    save_episodes: bool = field(
+        default=True, metadata={"help": "Append every training episode to output_dir/episodes.jsonl."}
     )
 
     def __post_init__(self):

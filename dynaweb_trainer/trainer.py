@@ -47,6 +47,7 @@ from dynaweb_env.llm.base import Generation, SamplingParams
 
 from .config import GSPOConfig
 from .encoding import EpisodeEncoder, encode_expert_trajectory
+from .episode_log import EpisodeLog, episode_log_path
 from .rollout import EpisodeResult, RolloutStats, expert_result, run_episodes
 
 ENV_KINDS = ("dream", "real")
@@ -275,6 +276,7 @@ class DynaWebRollout:
         self.calls = 0
         self.last_results: list[EpisodeResult] = []
         self.total_stats = RolloutStats()
+        self.episode_log: EpisodeLog | None = None
 
     def env(self, kind: str, batch_size: int) -> Any:
         """The vector env of ``kind`` (built on first use)."""
@@ -339,6 +341,11 @@ class DynaWebRollout:
             setattr(self.total_stats, key, getattr(self.total_stats, key) + value)
         count_env_steps(trainer, results)
         self.last_results = list(results)
+        if args.save_episodes and args.output_dir:
+            if self.episode_log is None:
+                path = episode_log_path(args.output_dir, process, trainer.accelerator.num_processes)
+                self.episode_log = EpisodeLog(path)
+            self.episode_log.append(results, trainer.state.global_step, self.calls - 1)
         return rollout_output(results, stats)
 
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from dynaweb_env.data.io import iter_trajectories
 from dynaweb_env.data.schema import Trajectory
 from dynaweb_env.llm.base import Generation, SamplingParams
 from dynaweb_trainer.config import GSPOConfig
@@ -136,8 +137,8 @@ def _expert(seed: int, reward: float = 1.0) -> Trajectory:
     return expert_trajectory(seed, reward=reward)
 
 
-def test_expert_slots_carry_expert_tokens_and_reward(tokenizer):
-    args = GSPOConfig(output_dir="/tmp/unused", expert_frac=1.0, environment="real", num_generations=2,
+def test_expert_slots_carry_expert_tokens_and_reward(tokenizer, tmp_path):
+    args = GSPOConfig(output_dir=str(tmp_path), expert_frac=1.0, environment="real", num_generations=2,
                       per_device_train_batch_size=4, max_turn_tokens=16, max_completion_length=512, seed=3)  # fmt: skip
     encoder = EpisodeEncoder(tokenizer)
     experts = [_expert(0), _expert(1, reward=1.0), _expert(2, reward=0.0)]  # a failed one is never used
@@ -145,7 +146,8 @@ def test_expert_slots_carry_expert_tokens_and_reward(tokenizer):
     assert len(pool) == 2
     rollout = DynaWebRollout(args, encoder, pool, {"real": lambda: make_click_button_vector_env(4)})
     prompts = [make_task_prompt("real", TASK_ID, {"task": TASK_ID, "task_seed": seed}) for seed in (1, 1, 2, 2)]
-    trainer = SimpleNamespace(accelerator=SimpleNamespace(process_index=0), state=SimpleNamespace(global_step=0))
+    accelerator = SimpleNamespace(process_index=0, num_processes=1)
+    trainer = SimpleNamespace(accelerator=accelerator, state=SimpleNamespace(global_step=0))
     policy = ScriptedPolicy(tokenizer, lambda p: "click [3]")
     import dynaweb_trainer.trainer as trainer_module
 
@@ -169,6 +171,8 @@ def test_expert_slots_carry_expert_tokens_and_reward(tokenizer):
         "REASON: The button named TWO is [2].\nACTION: click [2]<|im_end|>"
     )
     assert policy.batches == []  # no episode was run for replaced slots
+    logged = list(iter_trajectories(tmp_path / "episodes.jsonl", on_error="raise"))
+    assert [episode.metadata["expert_trajectory_id"] for episode in logged[:2]] == [experts[1].id] * 2
 
     # With expert_frac 0.5 each group of 2 gets exactly one expert; with 0.25, one in half of the groups.
     shares = {}

@@ -16,6 +16,7 @@ from datasets import Dataset
 from safetensors.torch import load_file
 from transformers import TrainerCallback
 
+from dynaweb_env.data.io import iter_trajectories
 from dynaweb_trainer.cli import parse_train_args, train_main
 from dynaweb_trainer.config import GSPOConfig, available_presets
 from dynaweb_trainer.identity_env import TASK_ID, expert_trajectory, make_click_button_vector_env
@@ -83,6 +84,13 @@ def test_train_dream_end_to_end(tmp_path):
     assert any("env/dream_steps" in entry for entry in logged) and any("env/wm_format_error_rate" in e for e in logged)
     # LoRA B matrices start at zero: non-zero ones prove the policy was updated by GSPO.
     assert _lora_b_nonzero(tmp_path / "run")
+    # Every slot of both updates is on disk; a dream carries the judge's reasoning and its start state.
+    episodes = list(iter_trajectories(tmp_path / "run" / "episodes.jsonl", on_error="raise"))
+    assert sorted(episode.metadata["global_step"] for episode in episodes) == [0] * 4 + [1] * 4
+    dreams = [episode for episode in episodes if episode.source == "dream"]
+    assert dreams and {episode.source for episode in episodes} == {"dream", "expert"}
+    assert all("judge_reasoning" in dream.metadata and len(dream.steps) >= 2 for dream in dreams)
+    assert all("axtree" not in dream.metadata["options"]["start_state"] for dream in dreams)
 
 
 @pytest.mark.browser
@@ -145,6 +153,12 @@ def test_resume_continues_from_last_checkpoint(tmp_path):
     first = _identity_trainer(tmp_path, max_steps=3, callbacks=[_InterruptAfter(2)])
     first.train()
     assert first.state.global_step == 2
+    log = tmp_path / "episodes.jsonl"
+    assert [episode.metadata["global_step"] for episode in iter_trajectories(log)] == [0] * 4 + [1] * 4
+    # What an interruption after the checkpoint leaves: a record of the lost update 2, and half a line.
+    lost = log.read_text().splitlines()[-1].replace('"global_step": 1', '"global_step": 2')
+    with log.open("a") as handle:
+        handle.write(lost + "\n" + lost[:40])
     assert sorted(p.name for p in tmp_path.glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-2"]
     weights_at_2 = {k: v.clone() for k, v in first.model.state_dict().items() if "lora" in k}
 
@@ -167,6 +181,12 @@ def test_resume_continues_from_last_checkpoint(tmp_path):
     # episode each, all of 1 step, so 3 steps make 6 and 6 (2 and 2 if the counts restarted at 0).
     summary = second.summary()
     assert (summary["real_env_steps"], summary["expert_env_steps"]) == (6, 6)
+    # The episode log matches the model's updates: the lost update's records and the torn line are gone.
+    episodes = list(iter_trajectories(log, on_error="raise"))
+    assert [episode.metadata["global_step"] for episode in episodes] == [0] * 4 + [1] * 4 + [2] * 4
+    assert [episode.source for episode in episodes].count("expert") == 6
+    real = [episode for episode in episodes if episode.source == "real"]
+    assert all(episode.metadata["options"]["task"] == TASK_ID and episode.steps[0].action for episode in real)
 
 
 def test_policy_lora_adapter_loads_trainable_on_its_embedded_base(tmp_path):
