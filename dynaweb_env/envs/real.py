@@ -93,8 +93,11 @@ class RealWebEnv(gym.Env[dict, str]):
 
     ## Rewards
 
-    The task's own reward clipped into ``[0, 1]`` (MiniWoB++: 1 on success, 0 otherwise),
-    reported at every step; the task decides when it is final.
+    The task's own reward clipped into ``[0, 1]``, reported at every step; the task decides when it
+    is final. MiniWoB++ through BrowserGym: 1 when the page's raw score is positive, else 0. Tasks
+    that score partial credit count a mostly right page as a success: click-checkboxes scores the
+    share of boxes in the right state minus the share in the wrong one, so leaving one of three
+    boxes unticked still earns 1 (``info["task_info"]["RAW_REWARD_GLOBAL"]`` has the raw score).
 
     ## Episode End
 

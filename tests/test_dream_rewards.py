@@ -1,0 +1,72 @@
+"""benchmarks/dream_rewards.py: a dream's actions replayed on the real page give the reward it should have had."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+from dynaweb_env.data.io import iter_trajectories, write_trajectories
+from dynaweb_env.data.schema import Trajectory
+from dynaweb_env.data.start_states import builtin_start_states_path, load_start_states
+
+SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "dream_rewards.py"
+
+
+def load_benchmark():
+    spec = importlib.util.spec_from_file_location("dream_rewards", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["dream_rewards"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def dream_from_demonstration(reward: float, actions: list[str] | None = None) -> Trajectory:
+    """A dream record as the episode log writes it: an intermediate start state of a shipped
+    click-checkboxes demonstration (the one box to tick already ticked), then the expert's own
+    remaining actions (or ``actions``), judged ``reward``."""
+    state = next(s for s in load_start_states(None) if s.step_index == 1 and s.task_id == "miniwob.click-checkboxes")
+    demo = next(t for t in iter_trajectories(builtin_start_states_path()) if t.id == state.trajectory_id)
+    steps = demo.steps[1:]
+    if actions is not None:  # only the first page and the actions matter to a replay
+        steps = [dataclasses.replace(steps[0], action=action) for action in actions] + [steps[-1]]
+    start = {key: value for key, value in state.to_dict().items() if key != "axtree"}
+    metadata = {"global_step": 0, "options": {"start_state": start}, "judge_reasoning": "r"}
+    return Trajectory("step-0/call-0/slot-0", demo.task_id, demo.goal, "dream", steps, reward >= 1, reward, metadata)
+
+
+def test_compare_counts_the_judge_against_the_real_outcome():
+    bench = load_benchmark()
+    rows = [
+        {"replayed": True, "start_reproduced": True, "dream_reward": 1.0, "real_reward": 1.0},
+        {"replayed": True, "start_reproduced": True, "dream_reward": 1.0, "real_reward": 0.0},
+        {"replayed": True, "start_reproduced": False, "dream_reward": 0.0, "real_reward": 1.0},
+        {"replayed": True, "start_reproduced": True, "dream_reward": 0.0, "real_reward": 0.0},
+        {"replayed": False, "dream_reward": 1.0},  # not rebuilt: counted apart, not compared
+    ]
+    summary = bench.compare(rows)
+    counted = [summary[key] for key in ("dreams", "compared", "not_replayed", "start_reproduced")]
+    assert counted == [5, 4, 1, 3]
+    assert summary["agreement"] == 0.5
+    assert summary["judge_success_precision"] == 0.5 and summary["real_success_recall"] == 0.5
+    assert bench.compare([])["agreement"] is None
+
+
+def test_replaying_dreams_on_real_pages(tmp_path, require_browser):
+    bench = load_benchmark()
+    log = tmp_path / "run" / "episodes.jsonl"
+    # The expert's own continuation succeeds for real: judged 0, the judge was wrong. Ticking the two
+    # other boxes too makes it fail (MiniWoB++ scores this task by the majority of boxes right, and
+    # BrowserGym counts a positive score as success): judged 1, wrong again.
+    wrong = ["click [18]", "click [24]", "click [27]"]
+    write_trajectories(log, [dream_from_demonstration(0.0), dream_from_demonstration(1.0, actions=wrong)])
+    output = tmp_path / "dream_rewards.json"
+    assert bench.main(["--episodes", str(log), "--output", str(output)]) == 0
+    report = json.loads(output.read_text())
+    assert report["overall"]["compared"] == 2 and report["overall"]["start_reproduced"] == 2
+    assert [row["real_reward"] for row in report["dreams"]] == [1.0, 0.0]
+    assert report["overall"]["agreement"] == 0.0
+    assert report["overall"]["counts"]["judged_failure_real_success"] == 1
+    assert bench.main(["--episodes", str(tmp_path / "missing.jsonl"), "--output", str(output)]) == 2
