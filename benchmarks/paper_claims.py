@@ -918,7 +918,13 @@ def plot(report: dict[str, Any], path: Path) -> None:
     ylabel = {"success": "held-out success rate (real pages)", "train_success_last": "training success (NOT held-out)"}
     ax.set_ylabel(ylabel[metric])
     ax.set_ylim(0, 1.05)
-    ax.set_title(f"{report['experiment']}: seeds {report['seeds']}" + ("" if report["complete"] else " (incomplete)"))
+    sft_seed = report["config"].get("sft_seed")
+    seeds = (
+        f"seeds {report['seeds']}"
+        if sft_seed is None
+        else f"RL seeds {report['seeds']}, one SFT start (seed {sft_seed})"
+    )
+    ax.set_title(f"{report['experiment']}: {seeds}" + ("" if report["complete"] else " (incomplete)"), fontsize=10)
     ax.legend(loc="upper left", fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
