@@ -26,7 +26,7 @@ from dynaweb_env.llm.base import SamplingParams
 from dynaweb_env.observation import truncate_axtree
 
 from .encoding import EpisodeEncoder
-from .policy import load_policy
+from .policy import ObservationRecorder, bind_expert, load_policy
 from .rollout import run_episodes
 
 
@@ -84,13 +84,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     )
     policy = load_policy(args.policy)
+    encoder = EpisodeEncoder(policy.tokenizer, max_axtree_chars=args.max_axtree_chars)
+    acting_env: gym.vector.VectorEnv = env
+    if policy.kind == "expert":  # the scripted expert reads the page itself, not the prompt's tokens
+        acting_env = ObservationRecorder(env)
+        bind_expert(policy, encoder, acting_env)
     world_model = args.world_model or f"shipped ({args.output_mode or 'tree'} mode)"
     print(f"policy {policy.name} | world model {world_model} | judge {args.judge}")
     print(f"task {start.task_id} (step {start.step_index} of a real trajectory)")
     result = run_episodes(
-        env,
+        acting_env,
         policy.backend,
-        EpisodeEncoder(policy.tokenizer, max_axtree_chars=args.max_axtree_chars),
+        encoder,
         [{"start_state": start.to_dict()}],
         SamplingParams(max_new_tokens=args.policy_max_new_tokens, temperature=0.7, top_p=0.9),
         max_steps=args.dream_length,
