@@ -91,6 +91,10 @@ GSPO's 8 updates 515 s, DynaWeb's 8 updates 896 s, an evaluation 571-616 s alone
 start's, which shared the CPU for a while). A policy that solves most pages ends episodes early, so
 these are shorter than the estimates; with the 36-demonstration start (3% success, every episode to
 its step limit, the machine shared) an evaluation took 53 min and DynaWeb's updates 25 min.
+Seeds 1 and 2 with ``--sft-seed 0`` (no SFT to train): real-browser GSPO 491 s and 893 s, DynaWeb
+817 s and 1176 s (the second of each shared the CPU with test runs), evaluations 679-771 s; both seeds in
+~1 h 40 min. The world model experiment's untrained arm trained in 1188 s (dreams always run to
+their full length, as the untrained model never predicts an end).
 
 ``--budget paper-ish`` (G = 8, 32 updates, 10-step episodes, dream length 5, 30 evaluation seeds)
 is meant for a larger machine: on this CPU it would take days per experiment.
