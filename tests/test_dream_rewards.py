@@ -3,24 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
-import sys
-from pathlib import Path
+
+from benchmark_scripts import load_benchmark
 
 from dynaweb_env.data.io import iter_trajectories, write_trajectories
 from dynaweb_env.data.schema import Trajectory
 from dynaweb_env.data.start_states import builtin_start_states_path, load_start_states
-
-SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "dream_rewards.py"
-
-
-def load_benchmark():
-    spec = importlib.util.spec_from_file_location("dream_rewards", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["dream_rewards"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def dream_from_demonstration(reward: float, actions: list[str] | None = None) -> Trajectory:
@@ -38,7 +27,7 @@ def dream_from_demonstration(reward: float, actions: list[str] | None = None) ->
 
 
 def test_compare_counts_the_judge_against_the_real_outcome():
-    bench = load_benchmark()
+    bench = load_benchmark("dream_rewards")
     rows = [
         {"replayed": True, "start_reproduced": True, "dream_reward": 1.0, "real_reward": 1.0},
         {"replayed": True, "start_reproduced": True, "dream_reward": 1.0, "real_reward": 0.0},
@@ -55,7 +44,7 @@ def test_compare_counts_the_judge_against_the_real_outcome():
 
 
 def test_replaying_dreams_on_real_pages(tmp_path, require_browser):
-    bench = load_benchmark()
+    bench = load_benchmark("dream_rewards")
     log = tmp_path / "run" / "episodes.jsonl"
     # The expert's own continuation succeeds for real: judged 0, the judge was wrong. Ticking the two
     # other boxes too makes it fail (MiniWoB++ scores this task by the majority of boxes right, and

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from benchmark_scripts import load_benchmark
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "paper_claims.py"
@@ -24,15 +24,7 @@ TINY_MODELS = ["--policy", "tiny-random", "--world-model", "tiny-random", "--jud
 SHIPPED_DEMOS = ["--demonstrations", "shipped"]  # no browser needed to collect them
 
 
-def load_driver():
-    spec = importlib.util.spec_from_file_location("paper_claims", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["paper_claims"] = module  # dataclasses resolve their module by name
-    spec.loader.exec_module(module)
-    return module
-
-
-claims = load_driver()
+claims = load_benchmark("paper_claims")
 
 
 def drive(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
