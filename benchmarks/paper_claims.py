@@ -129,6 +129,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+from dynaweb_env.models import TRAINED_JUDGE
 from dynaweb_trainer.evaluate import DEFAULT_TASKS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -146,7 +147,6 @@ NON_SEMANTIC_FLAGS = frozenset({"--num-envs", "--save-steps", "--save_steps", "-
 DEMONSTRATIONS = Path(str(files("dynaweb_env.data") / "builtin" / "miniwob_small.jsonl"))
 EXPLORATION = Path(str(files("dynaweb_env.data") / "builtin" / "miniwob_explore.jsonl"))
 TRAINED_WORLD_MODEL = "smollm2-135m-wm"
-TRAINED_JUDGE = "smollm2-135m-judge"
 
 
 def held_out_seeds(first: int, count: int) -> str:

@@ -229,6 +229,9 @@ SHIPPED_ADAPTERS: dict[str, ShippedAdapter] = {
         "trajectory judge: smollm2-135m + LoRA from dynaweb-train-wm --examples judge on the shipped MiniWoB++ data",
     ),
 }
+#: The shipped trained judge: what the ``cpu-small`` preset, ``dynaweb-dream`` and the paper's-claims
+#: benchmark judge dreams with (the prompted 135M model never says SUCCESS).
+TRAINED_JUDGE = "smollm2-135m-judge"
 #: The world model ``DreamWeb-v0`` uses for each output mode when none is named.
 DEFAULT_WORLD_MODELS: dict[str, str] = {
     adapter.output_mode: name for name, adapter in SHIPPED_ADAPTERS.items() if adapter.output_mode

@@ -23,6 +23,7 @@ from gymnasium.vector import AutoresetMode
 import dynaweb_env  # noqa: F401  (registers the envs)
 from dynaweb_env.data.start_states import load_start_states
 from dynaweb_env.llm.base import SamplingParams
+from dynaweb_env.models import TRAINED_JUDGE
 from dynaweb_env.observation import truncate_axtree
 
 from .encoding import EpisodeEncoder
@@ -53,7 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--world-model", default=None, help="world-model backend spec (default: the shipped one)")
     parser.add_argument(
         "--judge",
-        default="smollm2-135m-judge",
+        default=TRAINED_JUDGE,
         help="judge backend spec (default: the shipped trained judge, as the cpu-small preset trains with; "
         "'world-model' for the world model's own backend, DreamWeb-v0's default)",
     )
