@@ -880,7 +880,28 @@ def aggregate(experiment: str, runs: Sequence[Run], ctx: Context, command: str) 
     }
     if experiment == "table1":
         report["criteria"] = table1_criteria(rows)
+    else:
+        report["sft_start"] = sft_start_reference(ctx, metric)
     return report
+
+
+def sft_start_reference(ctx: Context, metric: str) -> dict[str, Any] | None:
+    """The SFT start's own score, drawn as the line an RL arm has to clear (``None`` until evaluated).
+
+    Every arm of the sweeps and of ``world_model`` starts from the SFT start of its seed (or of
+    ``--sft-seed``): its evaluation is the ``table1`` SFT run's, shared, so reading it costs nothing.
+    """
+    if metric != "success":
+        return None
+    results = [(run.name, current_result(run, ctx)) for run in plan("table1", ctx, ["sft"])]
+    evaluated = [(name, result) for name, result in results if result is not None and result["evaluated"]]
+    if not evaluated:
+        return None
+    return {
+        "label": "SFT start",
+        "runs": [f"table1/{name}" for name, _ in evaluated],
+        "success": spread([result["success"] for _, result in evaluated]),
+    }
 
 
 EXPERIMENT_DOCS = {
@@ -919,6 +940,9 @@ def plot(report: dict[str, Any], path: Path) -> None:
     for position, row in zip(positions, rows, strict=True):
         values = [value for value in row["values"] if value is not None]
         ax.scatter([position] * len(values), values, color="black", s=12, zorder=3)
+    reference = report.get("sft_start")
+    if reference:
+        ax.axhline(reference["success"]["mean"], color="gray", linestyle="--", label=reference["label"])
     ylabel = {"success": "held-out success rate (real pages)", "train_success_last": "training success (NOT held-out)"}
     ax.set_ylabel(ylabel[metric])
     ax.set_ylim(0, 1.05)

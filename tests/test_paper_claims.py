@@ -186,6 +186,22 @@ def test_table1_aggregate_reports_spread_and_the_issue_criteria(tmp_path):
     assert png.stat().st_size > 10_000
 
 
+def test_sweeps_draw_the_sft_start_they_have_to_clear(tmp_path):
+    ctx = claims.make_context(claims.parse_args(["expert_frac", "--runs-dir", str(tmp_path), "--seeds", "0"]))
+    runs = claims.plan("expert_frac", ctx)
+    for run in runs:
+        claims.write_json(run.result_file, _fake_result(run, run.arm.x, 0, 37))
+    assert claims.aggregate("expert_frac", runs, ctx, "cmd")["sft_start"] is None  # not evaluated yet
+    (sft,) = claims.plan("table1", ctx, ["sft"])
+    claims.write_json(sft.result_file, _fake_result(sft, 0.6, 0, 0))
+    report = claims.aggregate("expert_frac", runs, ctx, "cmd")
+    assert report["sft_start"]["runs"] == ["table1/sft-seed0"]
+    assert report["sft_start"]["success"]["mean"] == pytest.approx(0.6)
+    png = tmp_path / "expert_frac.png"
+    claims.plot(report, png)
+    assert png.stat().st_size > 10_000
+
+
 def test_a_result_of_another_configuration_is_stale_not_done(tmp_path):
     """result.json's place does not depend on the configuration, so its jobs decide whose it is."""
     args = ["table1", "--runs-dir", str(tmp_path), "--seeds", "0"]
