@@ -782,6 +782,40 @@ def current_result(run: Run, ctx: Context) -> dict[str, Any] | None:
     return None
 
 
+def paired_with_sft_start(run: Run, ctx: Context) -> dict[str, Any] | None:
+    """An RL run's held-out episodes against its own SFT start's, page by page (same task and seed).
+
+    ``gained``: pages the start failed and the run solves; ``lost``: the reverse. Two runs with the
+    same success rate can differ a lot here, which the mean alone hides. ``per_task``: successes of
+    the start and of the run, by task. ``None`` until both evaluations exist.
+    """
+    if run.arm.method not in ("gspo-real", "dynaweb") or run.sft is None or run.eval is None:
+        return None
+    start_eval = eval_job(ctx, run.sft.output_dir.name, rel(run.sft.output_dir))
+    mine, start = read_json(run.eval.result_file), read_json(start_eval.result_file)
+    if mine is None or start is None:
+        return None
+
+    def outcomes(evaluation: dict[str, Any]) -> dict[tuple[str, int], bool]:
+        return {(episode["task_id"], episode["task_seed"]): episode["success"] for episode in evaluation["episodes"]}
+
+    ours, theirs = outcomes(mine), outcomes(start)
+    shared = sorted(ours.keys() & theirs.keys())
+    per_task: dict[str, dict[str, int]] = {}
+    for task, seed in shared:
+        counts = per_task.setdefault(task, {"episodes": 0, "sft_start": 0, "run": 0})
+        counts["episodes"] += 1
+        counts["sft_start"] += theirs[task, seed]
+        counts["run"] += ours[task, seed]
+    return {
+        "sft_start_eval": rel(start_eval.result_file),
+        "episodes": len(shared),
+        "gained": sum(ours[key] and not theirs[key] for key in shared),
+        "lost": sum(theirs[key] and not ours[key] for key in shared),
+        "per_task": per_task,
+    }
+
+
 def spread(values: Sequence[float]) -> dict[str, float | None]:
     """Mean, sample standard deviation (``None`` below 2 values), min and max."""
     if not values:
@@ -848,6 +882,9 @@ def aggregate(experiment: str, runs: Sequence[Run], ctx: Context, command: str) 
     training success of the last quarter of updates, which is named as such.
     """
     per_run = [current_result(run, ctx) for run in runs]
+    for run, result in zip(runs, per_run, strict=True):
+        if result is not None:  # not stored in result.json: finished runs gain it without a rerun
+            result["vs_sft_start"] = paired_with_sft_start(run, ctx)
     results = [result for result in per_run if result is not None]
     metric = "success" if any(result["evaluated"] for result in results) else "train_success_last"
     arms = list({run.arm.key: run.arm for run in runs}.values())

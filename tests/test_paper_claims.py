@@ -202,6 +202,27 @@ def test_sweeps_draw_the_sft_start_they_have_to_clear(tmp_path):
     assert png.stat().st_size > 10_000
 
 
+def test_rl_runs_are_paired_page_by_page_with_their_sft_start(tmp_path):
+    ctx = claims.make_context(claims.parse_args(["table1", "--runs-dir", str(tmp_path), "--seeds", "0"]))
+    runs = {run.arm.key: run for run in claims.plan("table1", ctx)}
+
+    def evaluation(outcomes: dict[tuple[str, int], bool]) -> dict:
+        return {"episodes": [{"task_id": t, "task_seed": s, "success": ok} for (t, s), ok in outcomes.items()]}
+
+    start = {("a", 1): True, ("a", 2): False, ("b", 1): False, ("b", 2): True}
+    after = {("a", 1): True, ("a", 2): True, ("b", 1): True, ("b", 2): False}
+    claims.write_json(runs["sft"].eval.result_file, evaluation(start))
+    claims.write_json(runs["dynaweb"].eval.result_file, evaluation(after))
+    for run in runs.values():
+        claims.write_json(run.result_file, _fake_result(run, 0.5, 0, 0))
+    report = claims.aggregate("table1", list(runs.values()), ctx, "cmd")
+    paired = {result["arm"]: result["vs_sft_start"] for result in report["runs"]}
+    assert paired["base"] is None and paired["sft"] is None and paired["gspo-real"] is None  # no eval.json
+    assert paired["dynaweb"]["episodes"] == 4
+    assert (paired["dynaweb"]["gained"], paired["dynaweb"]["lost"]) == (2, 1)
+    assert paired["dynaweb"]["per_task"]["b"] == {"episodes": 2, "sft_start": 1, "run": 1}
+
+
 def test_a_result_of_another_configuration_is_stale_not_done(tmp_path):
     """result.json's place does not depend on the configuration, so its jobs decide whose it is."""
     args = ["table1", "--runs-dir", str(tmp_path), "--seeds", "0"]
