@@ -59,9 +59,11 @@ interrupted ``dynaweb-train`` resumes from its last checkpoint via ``--resume``,
     python benchmarks/paper_claims.py table1 --aggregate-only   # JSON + PNG from the runs finished so far
 
 Each experiment writes ``benchmarks/results/paper_claims_<experiment>.json`` (the driver command, the
-exact tool commands, seeds, budget, per-run success and real-environment steps, mean / std / min /
-max over seeds; for ``table1`` also the issue's two criteria) and a PNG beside it (bars with the
-seed spread for ``table1`` and ``world_model``, lines for the sweeps).
+exact tool commands, seeds, budget, per-run success and real-environment steps, each RL run paired
+page by page with its SFT start (pages gained and lost, successes by task), mean / std / min / max
+over seeds; for ``table1`` also the issue's two criteria, for the others the SFT start's success)
+and a PNG beside it (bars with the seed spread for ``table1`` and ``world_model``, lines for the
+sweeps; the SFT start dashed).
 
 Time on this machine (2 CPU cores, no GPU, otherwise idle) with SmolLM2-135M and ``--budget small``.
 These are *estimates*, extrapolated from measured speeds, not measured runs: a batched world-model
