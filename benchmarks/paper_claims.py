@@ -450,6 +450,11 @@ def eval_job(ctx: Context, name: str, policy: str) -> Job:
     return make_job(ctx, f"eval-{name}", "dynaweb-eval", to_args(flags), "--output", "eval.json", output_file=True)
 
 
+def evaluation_of(ctx: Context, policy_job: Job) -> Job:
+    """The evaluation of the policy a training or SFT job writes (one per policy, shared by experiments)."""
+    return eval_job(ctx, policy_job.output_dir.name, rel(policy_job.output_dir))
+
+
 # -- experiments: arms x seeds ---------------------------------------------------------------
 @dataclass(frozen=True)
 class Arm:
@@ -564,9 +569,8 @@ def make_run(experiment: str, arm: Arm, seed: int | None, ctx: Context) -> Run:
     policy_job = train or start
     evaluation = None
     if not ctx.skip_eval:
-        policy = rel(policy_job.output_dir) if policy_job else ctx.policy
-        name = policy_job.output_dir.name if policy_job else f"base-{ctx.policy.strip('/').replace('/', '_')}"
-        evaluation = eval_job(ctx, name, policy)
+        base = f"base-{ctx.policy.strip('/').replace('/', '_')}"
+        evaluation = evaluation_of(ctx, policy_job) if policy_job else eval_job(ctx, base, ctx.policy)
     run_name = arm.key if seed is None else f"{arm.key}-seed{seed}"
     return Run(experiment, arm, seed, start, train, evaluation, ctx.runs_dir / experiment / run_name / "result.json")
 
@@ -795,7 +799,7 @@ def paired_with_sft_start(run: Run, ctx: Context) -> dict[str, Any] | None:
     """
     if run.arm.method not in ("gspo-real", "dynaweb") or run.sft is None or run.eval is None:
         return None
-    start_eval = eval_job(ctx, run.sft.output_dir.name, rel(run.sft.output_dir))
+    start_eval = evaluation_of(ctx, run.sft)
     mine, start = read_json(run.eval.result_file), read_json(start_eval.result_file)
     if mine is None or start is None:
         return None
