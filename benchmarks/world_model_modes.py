@@ -30,8 +30,8 @@ import statistics
 import sys
 from pathlib import Path
 
+from dynaweb_env.axtree import structural_diff
 from dynaweb_env.data.io import read_trajectories
-from dynaweb_env.data.labels import structural_diff
 from dynaweb_env.models import resolve_model
 from dynaweb_env.world_model.patch import format_patch_target
 from dynaweb_env.world_model.prompts import format_world_model_target

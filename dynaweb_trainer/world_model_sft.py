@@ -13,7 +13,7 @@ dream time::
                <next tree>                                            │ the paper's eq. 4)
                [Episode ended]      (when the action ended the episode)┘
 
-Δ comes from ``Step.changes`` (labelled by :mod:`dynaweb_env.data.labels`: a teacher LLM or the
+Δ comes from ``Step.changes`` (labelled by :mod:`dynaweb_env.world_model.state_changes`: a teacher LLM or the
 structural diff); transitions not labelled yet get the structural diff on the fly
 (``label_missing="diff"``). Both trees are cut by :func:`~dynaweb_env.observation.truncate_axtree`
 to ``max_axtree_chars``; sequences longer than ``max_length`` tokens are cut (counted in the summary)
@@ -55,8 +55,8 @@ from typing import Any
 
 from trl import SFTConfig, TrlParser
 
+from dynaweb_env.axtree import structural_diff
 from dynaweb_env.data.io import read_trajectories
-from dynaweb_env.data.labels import structural_diff, transition_reasoning
 from dynaweb_env.data.schema import Trajectory
 from dynaweb_env.models import WORLD_MODEL_INFO_FILE, name_adapter_base
 from dynaweb_env.observation import truncate_axtree
@@ -69,6 +69,7 @@ from dynaweb_env.world_model.judge import (
 from dynaweb_env.world_model.model import DEFAULT_MAX_AXTREE_CHARS, OUTPUT_MODE_PROMPTS, OUTPUT_MODES
 from dynaweb_env.world_model.patch import PATCH_HEADER, format_patch_target
 from dynaweb_env.world_model.prompts import TREE_HEADER, build_world_model_messages, format_world_model_target
+from dynaweb_env.world_model.state_changes import transition_reasoning
 
 from .sft import PolicySFTTrainer as LabelledHeadSFTTrainer
 from .sft import make_lora_config, resolve_checkpoint
@@ -112,7 +113,8 @@ class WorldModelSFTConfig(SFTConfig):
         label_missing (`str`, *optional*, defaults to `"diff"`):
             Transitions without `changes`: `"diff"` labels them with the structural diff, `"skip"` leaves them out.
         include_reasoning (`bool`, *optional*, defaults to `True`):
-            Put the teacher's reasoning trace (recorded by `dynaweb_env.data.labels`) before Δ in the target.
+            Put the teacher's reasoning trace (recorded by `dynaweb_env.world_model.state_changes`) before Δ in
+            the target.
         loss_on (`str`, *optional*, defaults to `"full"`):
             `"full"`: loss on the whole world-model output (reasoning, Δ, next tree, markers, end of turn), so a
             small model learns to write the tree. `"changes"`: loss on the changes section only (paper, eq. 4),

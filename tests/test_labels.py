@@ -8,21 +8,17 @@ from pathlib import Path
 
 import pytest
 
+from dynaweb_env.axtree import parse_axtree_line, structural_diff
 from dynaweb_env.data.io import read_trajectories, write_trajectories
-from dynaweb_env.data.labels import (
-    LABELS_METADATA_KEY,
-    TeacherLabeler,
-    TeacherOutputError,
-    Transition,
-    label_trajectories,
-    main,
-    parse_axtree_line,
-    parse_teacher_output,
-    structural_diff,
-    transition_reasoning,
-)
 from dynaweb_env.data.schema import Step, Trajectory
 from dynaweb_env.llm.base import Generation, GenerationError, SamplingParams
+from dynaweb_env.world_model.state_changes import (
+    LABELS_METADATA_KEY,
+    label_trajectories,
+    main,
+    transition_reasoning,
+)
+from dynaweb_env.world_model.teacher import TeacherLabeler, TeacherOutputError, Transition, parse_teacher_output
 
 SHIPPED = Path(str(files("dynaweb_env.data") / "builtin" / "miniwob_small.jsonl"))
 

@@ -10,78 +10,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import ClassVar
 
+from ..axtree import AxNode, parse_axtree
 from ..observation import render_observation
-
-_NODE = re.compile(r"^(?P<indent>\t*)(?:\[(?P<bid>[^\]]+)\]\s+)?(?P<role>\S+)(?:\s+(?P<rest>.*))?$")
-_QUOTED_NAME = re.compile(r"""^(?P<quote>['"])(?P<name>(?:\\.|(?!(?P=quote)).)*)(?P=quote)""")
-_ATTRIBUTE = re.compile(r"""(?:,\s*|\s+)(?P<key>[A-Za-z_]+)(?:=(?P<value>'(?:\\.|[^'])*'|"(?:\\.|[^"])*"|[^,\s]+))?""")
-
-
-@dataclass(frozen=True)
-class AxNode:
-    """One line of a flattened accessibility tree.
-
-    Attributes:
-        bid: The element id to act on (``None`` for nodes without one, e.g. ``StaticText``).
-        role: The ARIA role, e.g. ``button``.
-        name: The accessible name (unquoted).
-        depth: Indentation depth (tabs).
-        attributes: ``value``, ``checked``, ``expanded``, ``focused`` ... as strings (flags map to ``"True"``).
-        line: The original line.
-    """
-
-    bid: str | None
-    role: str
-    name: str
-    depth: int
-    attributes: dict[str, str] = field(default_factory=dict)
-    line: str = ""
-
-    @property
-    def value(self) -> str:
-        """The ``value`` attribute ("" when absent)."""
-        return self.attributes.get("value", "")
-
-    @property
-    def checked(self) -> bool:
-        return self.attributes.get("checked", "").lower() == "true"
-
-    @property
-    def expanded(self) -> bool:
-        return self.attributes.get("expanded", "").lower() == "true"
-
-
-def parse_axtree(axtree: str) -> list[AxNode]:
-    """Parse flattened tree text (``\\t[bid] role 'name', attr=value``) into :class:`AxNode` lines."""
-    nodes = []
-    for line in axtree.splitlines():
-        match = _NODE.match(line.rstrip())
-        if not match or not line.strip():
-            continue
-        rest = match.group("rest") or ""
-        name = ""
-        quoted = _QUOTED_NAME.match(rest)
-        if quoted:
-            name = _unescape(quoted.group("name"))
-            rest = rest[quoted.end() :]
-        attributes = {}
-        for attribute in _ATTRIBUTE.finditer(rest):
-            value = attribute.group("value")
-            if value is None:
-                attributes[attribute.group("key")] = "True"
-            else:
-                attributes[attribute.group("key")] = _unescape(value[1:-1]) if value[0] in "'\"" else value
-        nodes.append(
-            AxNode(match.group("bid"), match.group("role"), name, len(match.group("indent")), attributes, line)
-        )
-    return nodes
-
-
-def _unescape(text: str) -> str:
-    return re.sub(r"\\(.)", r"\1", text)
 
 
 def find_all_by_role(nodes: list[AxNode], role: str, with_bid: bool = True) -> list[AxNode]:

@@ -32,7 +32,7 @@ def _goal_match(pattern: str, goal: str) -> re.Match[str]:
 def _fill_or_submit(nodes: list[AxNode], fields: list[tuple[AxNode, str]], submit: AxNode) -> tuple[str, str]:
     """Type each (textbox, text) pair whose value differs, in order; then click ``submit``."""
     for field, text in fields:
-        if field.value != text:
+        if (field.value or "") != text:
             return f"The field [{field.bid}] must contain {text!r}; I type it.", f"type [{field.bid}] [{text}] [0]"
     return f"Every field holds its text; I click '{submit.name}' to submit.", f"click [{submit.bid}]"
 
@@ -153,7 +153,7 @@ def _fill_password_fields(
     done_up_to = order.index(typed_last) if typed_last in order else -1
     for index, (field, text) in enumerate(fields):
         masked = bool(text) and field.value == "\u2022" * len(text)  # Chromium shows a password as bullets
-        filled = field.value == text or masked or index <= done_up_to
+        filled = (field.value or "") == text or masked or index <= done_up_to
         if not filled:
             return f"The field [{field.bid}] must contain {text!r}; I type it.", f"type [{field.bid}] [{text}] [0]"
     return f"Both fields are filled; I click '{submit.name}'.", f"click [{submit.bid}]"

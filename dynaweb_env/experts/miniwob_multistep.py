@@ -79,7 +79,7 @@ def _children(nodes: list[AxNode], index: int) -> list[int]:
 def _type_or_submit(fields: list[tuple[AxNode, str]], submit: AxNode) -> tuple[str, str]:
     """Type each (textbox, text) pair whose value differs, in order; then click ``submit``."""
     for box, text in fields:
-        if box.value != text:
+        if (box.value or "") != text:
             return f"The text field [{box.bid}] must hold {text!r}; I type it.", f"type [{box.bid}] [{text}] [0]"
     return f"The field holds the requested text; I click '{submit.name}'.", f"click [{submit.bid}]"
 
@@ -271,7 +271,7 @@ class LoginUserPopupExpert(ExpertPolicy):
         user_box, password_box = boxes[:2]
         buttons = find_all_by_role(nodes, "button")
         login = self.require(buttons[0] if buttons else None, "the login button", observation)
-        if user_box.value != username:
+        if (user_box.value or "") != username:
             reasoning = f"The username field [{user_box.bid}] must hold {username!r}."
             return reasoning, f"type [{user_box.bid}] [{username}] [0]"
         if last_action_targets(observation, "type") != password_box.bid:

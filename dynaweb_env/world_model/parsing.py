@@ -12,8 +12,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..observation import clean_axtree
-from .prompts import CHANGES_HEADER, TERMINAL_MARKER, TREE_HEADER, URL_PREFIX
+from ..axtree import clean_axtree, is_node_line
+from .output_format import (
+    CHANGES_HEADER,
+    CHANGES_RE,
+    TERMINAL_RE,
+    TREE_HEADER,
+    TREE_RE,
+    split_url_line,
+    strip_fences,
+)
 
 
 @dataclass(frozen=True)
@@ -40,21 +48,6 @@ class WorldModelPrediction:
     raw: str = ""
 
 
-def _header_pattern(header: str) -> str:
-    words = r"\s+".join(re.escape(word) for word in header.strip("[]").split())
-    # Tolerated decorations: markdown headings / bold, a missing bracket, a trailing colon.
-    return rf"^[ \t]*(?:#+[ \t]*)?\**[ \t]*\[?[ \t]*{words}[ \t]*\]?[ \t]*\**[ \t]*:?[ \t]*\**[ \t]*$"
-
-
-_CHANGES = re.compile(_header_pattern(CHANGES_HEADER), re.IGNORECASE | re.MULTILINE)
-_TREE = re.compile(_header_pattern(TREE_HEADER), re.IGNORECASE | re.MULTILINE)
-_TERMINAL = re.compile(_header_pattern(TERMINAL_MARKER), re.IGNORECASE | re.MULTILINE)
-_FENCE = re.compile(r"^[ \t]*```[^\n]*$\n?", re.MULTILINE)
-_URL_LINE = re.compile(rf"^[ \t]*{re.escape(URL_PREFIX)}[ \t]*(\S+)[ \t]*$", re.IGNORECASE)
-# A node line of BrowserGym's flattened tree: "[bid] role ..." or the unnumbered root.
-_NODE = re.compile(r"^\s*(?:\[[^\]\s]+\]\s+\S|(?:Root)?WebArea\b)")
-
-
 def parse_world_model_output(
     text: str,
     current_url: str,
@@ -77,76 +70,61 @@ def parse_world_model_output(
     problems: list[str] = []
     if not isinstance(text, str):
         problems.append(f"output is not text ({type(text).__name__})")
-    if _FENCE.search(raw):
+    body, fenced = strip_fences(raw)
+    if fenced:
         problems.append("ignored markdown code fences")
-    body = _FENCE.sub("", raw)
     truncated = finish_reason == "length"
     if truncated:
         problems.append("generation hit the token limit (output truncated)")
 
-    terminal = bool(_TERMINAL.search(body))
-    body = _TERMINAL.sub("", body)
+    terminal = bool(TERMINAL_RE.search(body))
+    body = TERMINAL_RE.sub("", body)
 
-    changes_match = _CHANGES.search(body)
-    tree_match = _TREE.search(body, changes_match.end() if changes_match else 0) or _TREE.search(body)
+    changes_match = CHANGES_RE.search(body)
+    tree_match = TREE_RE.search(body, changes_match.end() if changes_match else 0) or TREE_RE.search(body)
     if changes_match is None and tree_match is None:
         problems.append(f"missing sections {CHANGES_HEADER} and {TREE_HEADER}; kept the current page")
-        return WorldModelPrediction(
-            changes=body.strip(),
-            axtree=current_axtree,
-            url=current_url,
-            terminal=terminal,
-            error="; ".join(problems),
-            fallback=True,
-            raw=raw,
-        )
+        return WorldModelPrediction(body.strip(), current_axtree, current_url, terminal, "; ".join(problems), True, raw)
 
     first = min(match.start() for match in (changes_match, tree_match) if match is not None)
     if body[:first].strip():
         problems.append("ignored text before the first section header")
-
-    if changes_match is None:
-        problems.append(f"missing section {CHANGES_HEADER}")
-        changes = ""
-    else:
-        end = tree_match.start() if tree_match is not None and tree_match.start() > changes_match.end() else None
-        changes = body[changes_match.end() : end].strip()
-        if not changes:
-            problems.append(f"empty section {CHANGES_HEADER}")
-
+    changes = _changes_section(body, changes_match, tree_match, problems)
     if tree_match is None:
         problems.append(f"missing section {TREE_HEADER}; kept the current page")
         return WorldModelPrediction(changes, current_axtree, current_url, terminal, "; ".join(problems), True, raw)
 
     tree_text = body[tree_match.end() :]
-    repeated = _CHANGES.search(tree_text)
+    repeated = CHANGES_RE.search(tree_text)
     if repeated:
         problems.append("ignored a repeated section after the tree")
         tree_text = tree_text[: repeated.start()]
-    url, tree_text = _split_url(tree_text, current_url)
-    lines = tree_text.strip("\n").splitlines()
+    url, lines = split_url_line(tree_text.strip("\n").splitlines())
+    url = current_url if url is None else url
     if truncated and lines:
         lines = lines[:-1]
     axtree = clean_axtree("\n".join(lines))
     if not axtree:
         problems.append(f"empty section {TREE_HEADER}; kept the current page")
         return WorldModelPrediction(changes, current_axtree, url, terminal, "; ".join(problems), True, raw)
-    if not any(_NODE.match(line) for line in axtree.splitlines()):
+    if not any(is_node_line(line) for line in axtree.splitlines()):
         problems.append("next tree has no accessibility-tree nodes ('[id] role ...'); kept the current page")
         return WorldModelPrediction(changes, current_axtree, url, terminal, "; ".join(problems), True, raw)
     return WorldModelPrediction(changes, axtree, url, terminal, "; ".join(problems) or None, False, raw)
 
 
-def _split_url(tree_text: str, current_url: str) -> tuple[str, str]:
-    lines = tree_text.splitlines()
-    for index, line in enumerate(lines):
-        if not line.strip():
-            continue
-        match = _URL_LINE.match(line)
-        if match:
-            return match.group(1), "\n".join(lines[index + 1 :])
-        break
-    return current_url, tree_text
+def _changes_section(
+    body: str, changes_match: re.Match[str] | None, tree_match: re.Match[str] | None, problems: list[str]
+) -> str:
+    """The text of the changes section (``""`` when missing or empty, with the problem noted)."""
+    if changes_match is None:
+        problems.append(f"missing section {CHANGES_HEADER}")
+        return ""
+    end = tree_match.start() if tree_match is not None and tree_match.start() > changes_match.end() else None
+    changes = body[changes_match.end() : end].strip()
+    if not changes:
+        problems.append(f"empty section {CHANGES_HEADER}")
+    return changes
 
 
 __all__ = ["WorldModelPrediction", "parse_world_model_output"]

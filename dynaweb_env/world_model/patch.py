@@ -5,7 +5,7 @@ MiniWoB++-sized pages most of that tree is a copy of the current one: a click th
 changes one line out of ten. In patch mode Δ *is* the edits: the model writes only them,
 :func:`apply_patch` produces the next tree from the current one, and the natural-language
 description of Δ (``prediction.changes``, the dream's ``info["changes"]``) is computed from the two
-trees by :func:`~dynaweb_env.data.labels.structural_diff`. An output reads::
+trees by :func:`~dynaweb_env.axtree.structural_diff`. An output reads::
 
     [Next page edits]
     URL: file:///done.html
@@ -42,57 +42,25 @@ malformed edits and unknown references are reported in the prediction's ``error`
 from __future__ import annotations
 
 import difflib
-import re
 from collections import Counter
-from dataclasses import dataclass
 
-from .parsing import WorldModelPrediction, _header_pattern, parse_world_model_output
-from .prompts import (
-    CHANGES_HEADER,
+from ..axtree import line_bid, strip_bid, structural_diff
+from .output_format import (
+    CHANGES_RE,
+    EDIT_LINE,
+    EDIT_OPERATIONS,
+    PATCH_HEADER,
+    PATCH_RE,
     TERMINAL_MARKER,
-    TREE_HEADER,
+    TERMINAL_RE,
+    TREE_RE,
     URL_PREFIX,
-    WORLD_MODEL_SYSTEM_PROMPT,
+    PatchEdit,
+    split_url_line,
+    strip_fences,
 )
-
-#: Section header of the edits in patch mode (in place of :data:`TREE_HEADER`).
-PATCH_HEADER = "[Next page edits]"
-EDIT_OPERATIONS = ("ADD", "REMOVE", "CHANGE")
-
-_BID_LINE = re.compile(r"^\s*\[(?P<bid>[^\]\s]+)\]")
-_EDIT = re.compile(
-    r"^[ \t]*(?:[-*][ \t]+|\d+[.)][ \t]+)?(?P<op>ADD|REMOVE|CHANGE)\b[ \t]*(?P<after>after\b[ \t]*)?"
-    r"(?P<ref>\[[^\]\s]+\]|#\d+|\"[^\"]*\")?[ \t]*(?P<colon>:[ ]?(?P<line>.*))?$",
-    re.IGNORECASE,
-)
-_PATCH = re.compile(_header_pattern(PATCH_HEADER), re.IGNORECASE | re.MULTILINE)
-_CHANGES = re.compile(_header_pattern(CHANGES_HEADER), re.IGNORECASE | re.MULTILINE)
-_TREE = re.compile(_header_pattern(TREE_HEADER), re.IGNORECASE | re.MULTILINE)
-_TERMINAL = re.compile(_header_pattern(TERMINAL_MARKER), re.IGNORECASE | re.MULTILINE)
-_FENCE = re.compile(r"^[ \t]*```[^\n]*$\n?", re.MULTILINE)
-_URL_LINE = re.compile(rf"^[ \t]*{re.escape(URL_PREFIX)}[ \t]*(\S+)[ \t]*$", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class PatchEdit:
-    """One edit of the current tree.
-
-    Attributes:
-        op: ``"ADD"``, ``"REMOVE"`` or ``"CHANGE"``.
-        ref: The referenced line of the current tree: ``[bid]``, ``"<node line>"`` or ``#N``.
-        line: The new node line (``ADD``, ``CHANGE``); ``""`` for ``REMOVE``.
-    """
-
-    op: str
-    ref: str
-    line: str = ""
-
-    def render(self) -> str:
-        if self.op == "REMOVE":
-            return f"REMOVE {self.ref}"
-        if self.op == "ADD":
-            return f"ADD after {self.ref}: {self.line}"
-        return f"CHANGE {self.ref}: {self.line}"
+from .parsing import WorldModelPrediction, parse_world_model_output
+from .prompts import WORLD_MODEL_SYSTEM_PROMPT
 
 
 def _normalise(line: str) -> str:
@@ -105,11 +73,6 @@ def _indent(line: str) -> str:
 
 #: Fewest words of a quoted reference (``"StaticText 'Sed."`` would say little to a reader).
 _MIN_QUOTED_WORDS = 3
-
-
-def _line_bid(line: str) -> str | None:
-    match = _BID_LINE.match(line)
-    return match.group("bid") if match else None
 
 
 def _quoted_reference(text: str, texts: list[str]) -> str | None:
@@ -126,7 +89,7 @@ def _quoted_reference(text: str, texts: list[str]) -> str | None:
 
 def _references(lines: list[str]) -> list[str]:
     """The shortest unambiguous reference of every line: ``[bid]``, then ``"text prefix"``, then ``#N``."""
-    bids = [_line_bid(line) for line in lines]
+    bids = [line_bid(line) for line in lines]
     bid_counts = Counter(bid for bid in bids if bid is not None)
     texts = [_normalise(line) for line in lines]
     refs = []
@@ -145,7 +108,7 @@ def _resolve(ref: str, lines: list[str]) -> int | None:
         return number - 1 if number <= len(lines) else None
     if ref.startswith("["):
         bid = ref[1:-1]
-        hits = [i for i, line in enumerate(lines) if _line_bid(line) == bid]
+        hits = [i for i, line in enumerate(lines) if line_bid(line) == bid]
     else:
         text = _normalise(ref[1:-1])
         hits = [i for i, line in enumerate(lines) if _normalise(line) == text]
@@ -175,14 +138,14 @@ def patch_from_trees(before: str, after: str) -> list[PatchEdit]:
         paired = min(i2 - i1, j2 - j1) if tag == "replace" else 0
         for offset in range(paired):
             source, target, ref = old[i1 + offset], new[j1 + offset], refs[i1 + offset]
-            kept_bid = ref.startswith("[") and _line_bid(target) == ref[1:-1]
-            if ref.startswith("[") and _line_bid(target) is None:
+            kept_bid = ref.startswith("[") and line_bid(target) == ref[1:-1]
+            if ref.startswith("[") and line_bid(target) is None:
                 # A line without an id would inherit the old one: remove the line and add the new one.
                 edits.append(PatchEdit("REMOVE", ref))
                 edits.append(PatchEdit("ADD", ref, target))
             elif _indent(source) == _indent(target):
                 line = target.lstrip()
-                edits.append(PatchEdit("CHANGE", ref, _BID_LINE.sub("", line, count=1).lstrip() if kept_bid else line))
+                edits.append(PatchEdit("CHANGE", ref, strip_bid(line) if kept_bid else line))
             elif _indent(target):
                 edits.append(PatchEdit("CHANGE", ref, target))
             else:  # an unindented line cannot be written as a CHANGE of an indented one: remove and add
@@ -210,7 +173,7 @@ def parse_patch(text: str) -> tuple[list[PatchEdit], list[str]]:
     for number, raw_line in enumerate(text.splitlines(), start=1):
         if not raw_line.strip():
             continue
-        match = _EDIT.match(raw_line)
+        match = EDIT_LINE.match(raw_line)
         op = match.group("op").upper() if match else ""
         ref = match.group("ref") if match else None
         line = match.group("line") if match else None
@@ -256,8 +219,8 @@ def apply_patch(axtree: str, edits: list[PatchEdit]) -> tuple[str, list[str]]:
             if index in removed or index in changed:
                 problems.append(f"CHANGE {edit.ref}: line already edited")
             new_line = edit.line
-            bid = _line_bid(lines[index])
-            if edit.ref.startswith("[") and bid is not None and _line_bid(new_line) is None:
+            bid = line_bid(lines[index])
+            if edit.ref.startswith("[") and bid is not None and line_bid(new_line) is None:
                 new_line = f"[{bid}] {new_line.lstrip()}"  # the line keeps its id
             changed[index] = new_line if _indent(new_line) else _indent(lines[index]) + new_line
     result = list(added.get(-1, []))
@@ -298,57 +261,43 @@ def parse_patch_output(
     """
     raw = text if isinstance(text, str) else ""
     problems: list[str] = []
-    if _FENCE.search(raw):
+    body, fenced = strip_fences(raw)
+    if fenced:
         problems.append("ignored markdown code fences")
-    body = _FENCE.sub("", raw)
     if finish_reason == "length":
         problems.append("generation hit the token limit (output truncated)")
-    patch_match = _PATCH.search(body)
+    patch_match = PATCH_RE.search(body)
     if patch_match is None:
-        if _TREE.search(body):
+        if TREE_RE.search(body):
             tree = parse_world_model_output(raw, current_url, current_axtree, finish_reason)
             error = "; ".join(filter(None, [f"wrote a full tree instead of {PATCH_HEADER}", tree.error]))
             return WorldModelPrediction(tree.changes, tree.axtree, tree.url, tree.terminal, error, tree.fallback, raw)
-        terminal = bool(_TERMINAL.search(body))
+        terminal = bool(TERMINAL_RE.search(body))
         problems.append(f"missing section {PATCH_HEADER}; kept the current page")
-        changes = _CHANGES.sub("", _TERMINAL.sub("", body)).strip()
+        changes = CHANGES_RE.sub("", TERMINAL_RE.sub("", body)).strip()
         return WorldModelPrediction(changes, current_axtree, current_url, terminal, "; ".join(problems), True, raw)
 
-    changes_match = _CHANGES.search(body, 0, patch_match.start())
-    changes = ""  # optional in patch mode: described from the edited tree below when absent
-    if changes_match is None:
-        if body[: patch_match.start()].strip():
-            problems.append("ignored text before the first section header")
-    else:
-        if body[: changes_match.start()].strip():
-            problems.append("ignored text before the first section header")
-        changes = body[changes_match.end() : patch_match.start()].strip()
+    changes_match = CHANGES_RE.search(body, 0, patch_match.start())
+    # Optional in patch mode: described from the edited tree below when absent.
+    changes = body[changes_match.end() : patch_match.start()].strip() if changes_match else ""
+    if body[: (changes_match or patch_match).start()].strip():
+        problems.append("ignored text before the first section header")
 
     section = body[patch_match.end() :]
-    repeated = _CHANGES.search(section)
+    repeated = CHANGES_RE.search(section)
     if repeated:
         problems.append("ignored a repeated section after the edits")
         section = section[: repeated.start()]
-    terminal = bool(_TERMINAL.search(section))
-    section = _TERMINAL.sub("", section)
-    lines = section.strip("\n").splitlines()
+    terminal = bool(TERMINAL_RE.search(section))
+    lines = TERMINAL_RE.sub("", section).strip("\n").splitlines()
     if finish_reason == "length" and lines:
         lines = lines[:-1]  # the last line may be cut mid-edit
-    url = current_url
-    for index, line in enumerate(lines):
-        if not line.strip():
-            continue
-        if match := _URL_LINE.match(line):
-            url = match.group(1)
-            lines = lines[:index] + lines[index + 1 :]
-        break
+    url, lines = split_url_line(lines)
+    url = current_url if url is None else url
     edits, malformed = parse_patch("\n".join(lines))
     axtree, unapplied = apply_patch(current_axtree, edits)
     problems.extend(malformed + unapplied)
     if not changes:
-        # Imported here: the data package imports this one's prompts.
-        from ..data.labels import structural_diff
-
         changes = structural_diff(current_axtree, axtree, current_url, url)
     return WorldModelPrediction(changes, axtree, url, terminal, "; ".join(problems) or None, False, raw)
 

@@ -27,16 +27,9 @@ of the world model on real transitions trains on, terminal transitions included)
 from __future__ import annotations
 
 from ..actions import ACTION_ARGUMENTS
+from ..axtree import truncate_axtree
 from ..llm.base import Conversation
-from ..observation import truncate_axtree
-
-#: Section headers of the world model's output (paper, appendix A.2).
-CHANGES_HEADER = "[Web state changes]"
-TREE_HEADER = "[Next page accessibility tree]"
-#: Marker line after the tree: the action ended the episode.
-TERMINAL_MARKER = "[Episode ended]"
-#: Optional first line of the tree section naming the next page's URL.
-URL_PREFIX = "URL:"
+from .output_format import CHANGES_HEADER, TERMINAL_MARKER, TREE_HEADER, URL_PREFIX
 
 # The paper's description of each action, verbatim, grouped as in its prompt. Keys are the action
 # names of `dynaweb_env.actions`; `_check_grammar_coverage` keeps the two in step.
