@@ -8,6 +8,7 @@ envs cannot drift apart.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,15 +19,15 @@ import numpy as np
 
 from ..actions import Action, ActionParseError, extract_action, extract_reasoning, format_action, parse_action
 from ..data.start_states import StartState, load_start_states, sample_start_state
-from ..llm.base import GenerationBackend, SamplingParams
+from ..llm.base import GenerationBackend, GenerationError, SamplingParams
 from ..observation import action_target, axtree_element_ids, make_observation, render_observation
 from ..spaces import web_action_space, web_observation_space
 from ..world_model.judge import DEFAULT_JUDGE_MAX_NEW_TOKENS, JudgeRequest, JudgeStep, TrajectoryJudge
 from ..world_model.model import DEFAULT_MAX_AXTREE_CHARS, DEFAULT_MAX_NEW_TOKENS, WebWorldModel, WorldModelRequest
 
-#: Why a dream ended: the policy stopped, the world model predicted a terminal page, or the dream
-#: reached ``dream_length`` steps (a truncation).
-END_REASONS = ("stop", "terminal_state", "dream_length")
+#: Why a dream ended: the policy stopped, the world model predicted a terminal page, the dream
+#: reached ``dream_length`` steps (a truncation), or a world-model or judge backend failed (a truncation).
+END_REASONS = ("stop", "terminal_state", "dream_length", "backend_error")
 
 
 @dataclass
@@ -91,6 +92,16 @@ def _read_action(text: Any, axtree: str) -> tuple[Action | None, str, str, str]:
     return action, shown, reasoning, ""
 
 
+def _world_model_request(episode: DreamEpisode) -> WorldModelRequest:
+    return WorldModelRequest(
+        goal=episode.start.goal,
+        url=episode.url,
+        axtree=episode.axtree,
+        action=episode.last_action,
+        previous_action=episode.previous_action,
+    )
+
+
 class DreamDynamics:
     """Advances batches of dream episodes: the transition and reward logic of DreamWeb-v0.
 
@@ -133,6 +144,13 @@ class DreamDynamics:
     ) -> list[tuple[dict[str, str], float, bool, bool, dict[str, Any]]]:
         """Apply one action to each episode, in place, with one world-model and one judge call.
 
+        The step is atomic per episode: it is worked out on copies and written back at the end, so a
+        raise anywhere leaves every episode as it was (calling ``step`` again is a clean retry).
+        A backend failure (:class:`~dynaweb_env.llm.base.GenerationError`: server down, HTTP error,
+        malformed answer, timeout) does not raise: the episodes it hit end truncated with reward 0
+        and ``info["backend_error"]``. A world-model failure leaves the page as it was and does not
+        count the step; a judge failure comes after the transition, which stays.
+
         Returns:
             One ``(observation, reward, terminated, truncated, info)`` per episode.
         """
@@ -140,10 +158,11 @@ class DreamDynamics:
             raise ValueError(f"got {len(actions)} actions for {len(episodes)} episodes")
         if any(episode.done for episode in episodes):
             raise ValueError("step() called on a finished dream; reset it first")
+        staged = [dataclasses.replace(episode, steps=list(episode.steps)) for episode in episodes]
         infos: list[dict[str, Any]] = []
         terminated = [False] * len(episodes)
         asks: list[int] = []
-        for index, (episode, text) in enumerate(zip(episodes, actions, strict=True)):
+        for index, (episode, text) in enumerate(zip(staged, actions, strict=True)):
             action, shown, reasoning, error = _read_action(text, episode.axtree)
             episode.num_steps += 1
             episode.last_action, episode.last_action_error = shown, error
@@ -159,29 +178,31 @@ class DreamDynamics:
             else:
                 asks.append(index)
 
-        requests = [
-            WorldModelRequest(
-                goal=episodes[i].start.goal,
-                url=episodes[i].url,
-                axtree=episodes[i].axtree,
-                action=episodes[i].last_action,
-                previous_action=episodes[i].previous_action,
-            )
-            for i in asks
-        ]
-        predictions = self.world_model.predict(requests, seed=seed) if requests else []
-        for index, prediction in zip(asks, predictions, strict=True):
-            episode = episodes[index]
+        failed: dict[int, str] = {}
+        try:
+            requests = [_world_model_request(staged[i]) for i in asks]
+            predictions = self.world_model.predict(requests, seed=seed) if requests else []
+        except GenerationError as error:
+            predictions, failed = [], dict.fromkeys(asks, f"world model: {error}")
+        for index, prediction in zip([] if failed else asks, predictions, strict=True):
+            episode = staged[index]
             episode.url, episode.axtree = prediction.url, prediction.axtree
             episode.previous_action = episode.last_action
             infos[index]["changes"] = prediction.changes
             infos[index]["world_model_error"] = prediction.error or ""
             terminated[index] = prediction.terminal
+        for index in failed:  # the step did not happen: the page, the count and the history stay as they were
+            staged[index] = dataclasses.replace(episodes[index], steps=list(episodes[index].steps))
+            infos[index]["dream_step"] = staged[index].num_steps
 
         truncated = [
-            not term and ep.num_steps >= self.dream_length for ep, term in zip(episodes, terminated, strict=True)
+            index in failed or (not terminated[index] and episode.num_steps >= self.dream_length)
+            for index, episode in enumerate(staged)
         ]
-        rewards = self._finish(episodes, terminated, truncated, infos, seed)
+        rewards = self._finish(staged, terminated, truncated, infos, seed, failed)
+        for episode, new in zip(episodes, staged, strict=True):
+            for name in DreamEpisode.__dataclass_fields__:
+                setattr(episode, name, getattr(new, name))
         return [
             (episode.observation(), rewards[i], terminated[i], truncated[i], infos[i])
             for i, episode in enumerate(episodes)
@@ -194,7 +215,12 @@ class DreamDynamics:
         truncated: list[bool],
         infos: list[dict[str, Any]],
         seed: int | None,
+        failed: dict[int, str],
     ) -> list[float]:
+        """End the finished episodes and judge them; a judge failure truncates them with reward 0.
+
+        ``failed`` holds the episodes a backend already failed (no judge call); judge failures are added.
+        """
         rewards = [0.0] * len(episodes)
         to_judge: list[int] = []
         for index, episode in enumerate(episodes):
@@ -203,16 +229,28 @@ class DreamDynamics:
             episode.done = True
             ended_by = "stop" if episode.answer is not None else "terminal_state"
             infos[index]["end_reason"] = ended_by if terminated[index] else "dream_length"
+            if index in failed:
+                continue
             if episode.steps:
                 to_judge.append(index)
             else:
                 # Nothing was done in the dream, so nothing can have been accomplished: no judge call.
                 infos[index].update(judge_reasoning="the dream took no valid action", judge_error="")
-        requests = [self._judge_request(episodes[index]) for index in to_judge]
-        verdicts = self.judge.judge(requests, seed=seed) if requests else []
+        try:
+            requests = [self._judge_request(episodes[i]) for i in to_judge]
+            verdicts = self.judge.judge(requests, seed=seed) if requests else []
+        except GenerationError as error:
+            verdicts = []
+            failed.update(dict.fromkeys(to_judge, f"judge: {error}"))
+            to_judge = []
         for index, verdict in zip(to_judge, verdicts, strict=True):
             rewards[index] = verdict.reward
             infos[index].update(judge_reasoning=verdict.reasoning, judge_error=verdict.error or "")
+        for index, message in failed.items():
+            # No verdict: the episode is cut (truncated), not finished, and its reward is no judgement.
+            terminated[index], truncated[index] = False, True
+            infos[index].update(end_reason="backend_error", backend_error=message, judge_reasoning="")
+            infos[index]["judge_error"] = message if message.startswith("judge:") else ""
         return rewards
 
     @staticmethod

@@ -12,7 +12,9 @@ Spec                            Backend
 ``hf:<id-or-path>``             transformers ``from_pretrained(<id>)`` (a hub id needs network access)
 ``transformers:<ref>``          same as the bare forms above, spelled out
 ``openai:<model>@<base_url>``   an OpenAI-compatible server, e.g.
-                                ``openai:Qwen/Qwen2.5-7B-Instruct@http://127.0.0.1:8000/v1``
+                                ``openai:Qwen/Qwen2.5-7B-Instruct@http://127.0.0.1:8000/v1``;
+                                ``?timeout=S&retries=N`` after the URL bounds each request
+                                (default 120 s, 2 retries; see :mod:`.openai_backend`)
 ``vllm:<model-or-path>``        in-process vLLM (``pip install dynaweb[vllm]``, GPU)
 ==============================  =================================================================
 
@@ -32,6 +34,7 @@ import os
 import threading
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl
 
 from .base import Conversation, Generation, GenerationBackend, GenerationError, SamplingParams
 
@@ -65,11 +68,7 @@ def parse_backend_spec(spec: str | dict[str, Any]) -> dict[str, Any]:
         raise ValueError("empty backend spec")
     prefix, colon, rest = text.partition(":")
     if colon and prefix == "openai":
-        for scheme in ("@http://", "@https://"):
-            model, at, url = rest.rpartition(scheme)
-            if at and model:
-                return {"backend": "openai", "model": model, "base_url": scheme[1:] + url}
-        raise ValueError(f"openai spec must look like 'openai:<model>@http://host:port/v1', got {spec!r}")
+        return _openai_spec(rest, spec)
     if colon and prefix == "vllm":
         if not rest:
             raise ValueError(f"vllm spec must look like 'vllm:<model>', got {spec!r}")
@@ -90,6 +89,33 @@ def parse_backend_spec(spec: str | dict[str, Any]) -> dict[str, Any]:
         f"backend spec {spec!r} is neither an embedded model or shipped adapter "
         f"({', '.join([*EMBEDDED_MODELS, *SHIPPED_ADAPTERS])}) nor a local directory; "
         "write 'hf:<id>' for a hub model, 'openai:<model>@<url>' or 'vllm:<model>'"
+    )
+
+
+#: Query options of an ``openai:`` spec string -> (constructor argument, type).
+OPENAI_SPEC_OPTIONS: dict[str, tuple[str, type]] = {"timeout": ("timeout", float), "retries": ("max_retries", int)}
+
+
+def _openai_spec(rest: str, spec: str) -> dict[str, Any]:
+    """``openai:<model>@<url>[?timeout=S&retries=N]`` -> backend options (``ValueError`` naming what is wrong)."""
+    for scheme in ("@http://", "@https://"):
+        model, at, url = rest.rpartition(scheme)
+        if at and model:
+            url, _, query = url.partition("?")
+            options: dict[str, Any] = {"backend": "openai", "model": model, "base_url": scheme[1:] + url}
+            for key, value in parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query)):
+                if key not in OPENAI_SPEC_OPTIONS:
+                    raise ValueError(f"unknown option {key!r} in {spec!r}; known: {', '.join(OPENAI_SPEC_OPTIONS)}")
+                name, kind = OPENAI_SPEC_OPTIONS[key]
+                try:
+                    options[name] = kind(value)
+                except ValueError:
+                    raise ValueError(f"option {key}={value!r} in {spec!r} must be a {kind.__name__}") from None
+                if not 0 <= options[name] < float("inf") or (key == "timeout" and options[name] == 0):
+                    raise ValueError(f"option {key}={value!r} in {spec!r} is out of range")
+            return options
+    raise ValueError(
+        f"openai spec must look like 'openai:<model>@http://host:port/v1[?timeout=S&retries=N]', got {spec!r}"
     )
 
 

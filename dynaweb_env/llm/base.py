@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
 
 #: A chat conversation: ``[{"role": "system"|"user"|"assistant", "content": str}, ...]``.
 Conversation = list[dict[str, str]]
@@ -118,7 +120,56 @@ class GenerationBackend(Protocol):
 
 
 class GenerationError(RuntimeError):
-    """A backend could not produce completions (server down, model missing, out of memory)."""
+    """A backend could not produce completions (server down, model missing, out of memory).
+
+    Every failure of a backend call reaches its caller as this type (or a subclass), so the world
+    model, the judge and the dream envs can contain it without catching programming errors.
+    """
+
+
+class BackendUnavailableError(GenerationError):
+    """A server could not be reached or did not answer in time, after the allowed retries."""
+
+
+class BackendResponseError(GenerationError):
+    """A server answered, but not with usable completions: an HTTP error status, a body that is not
+    JSON or not a completion object, or a field of the wrong type (e.g. a non-numeric logprob).
+
+    Attributes:
+        status: The HTTP status code (``None`` when the status was fine but the body was not).
+    """
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+
+def validate_conversation(conversation: Any) -> Conversation:
+    """Check that ``conversation`` is a non-empty list of ``{"role": str, "content": str}`` dicts.
+
+    Raises:
+        ValueError: Naming the first malformed message.
+    """
+    if not isinstance(conversation, (list, tuple)) or not conversation:
+        raise ValueError(f"a conversation must be a non-empty list of messages, got {type(conversation).__name__}")
+    for index, message in enumerate(conversation):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise ValueError(f"message {index} must be a dict with a string 'role', got {message!r:.80}")
+        if not isinstance(message.get("content"), str):
+            raise ValueError(f"message {index} must have a string 'content', got {message.get('content')!r:.80}")
+    return list(conversation)
+
+
+def sequence_seeds(seed: int, count: int, *, bits: int = 62) -> list[int]:
+    """Derive one seed per sequence from ``(seed, position)``, each below ``2**bits``.
+
+    Every backend seeds sequence ``i`` of a call this way: identical prompts in one batch (a GRPO
+    group) get different samples, a repeated call gets the same ones, and a sequence's sample does
+    not depend on how the batch is split.
+    """
+    base = int(seed) % 2**63
+    states = (np.random.SeedSequence([base, row]).generate_state(1, dtype=np.uint64)[0] for row in range(count))
+    return [int(state) % 2**bits for state in states]
 
 
 __all__ = [
@@ -127,5 +178,9 @@ __all__ = [
     "Generation",
     "GenerationBackend",
     "GenerationError",
+    "BackendUnavailableError",
+    "BackendResponseError",
     "cut_at_repeated_line",
+    "sequence_seeds",
+    "validate_conversation",
 ]

@@ -2,25 +2,54 @@
 
 Speaks plain HTTP with ``httpx`` (no ``openai`` package). A batch is sent as concurrent requests, one
 per conversation, so it costs one round trip in wall time and the server batches them itself.
+
+Every call is bounded. A request that gets no answer within ``timeout`` seconds fails without a
+retry (a generation that timed out would only time out again); a refused or dropped connection and
+a 408/429/5xx answer are retried ``max_retries`` times with jittered exponential backoff (by
+``httpx-retries``' transport). Whatever still fails reaches the caller as a
+:class:`~dynaweb_env.llm.base.GenerationError`: :class:`~dynaweb_env.llm.base.BackendUnavailableError`
+(unreachable, timed out) or :class:`~dynaweb_env.llm.base.BackendResponseError` (an HTTP error, or a
+body that is not a completion: not JSON, a JSON list, a non-numeric logprob ...). Both can be set
+from a spec string: ``openai:<model>@http://host:8000/v1?timeout=300&retries=0``.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import threading
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
+from httpx_retries import Retry, RetryTransport
 
-from .base import Conversation, Generation, GenerationError, SamplingParams, cut_at_repeated_line
-from .transformers_backend import sequence_seeds, validate_conversation
+from .base import (
+    BackendResponseError,
+    BackendUnavailableError,
+    Conversation,
+    Generation,
+    GenerationError,
+    SamplingParams,
+    cut_at_repeated_line,
+    sequence_seeds,
+    validate_conversation,
+)
 
 _TOKEN_ID = re.compile(r"token_id:(\d+)")
 _RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+#: Failures worth another attempt: the request never reached a working server. A read timeout is not
+#: among them: the server took the request and is slow, and would be as slow again.
+_RETRY_EXCEPTIONS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError, httpx.ReadError)
+#: Default seconds a request may take, generation included. A CPU world model behind a server can
+#: need several minutes per batch: raise it there (``?timeout=600``).
+DEFAULT_TIMEOUT = 120.0
+#: Default retries after a failed connection or a 408/429/5xx answer.
+DEFAULT_MAX_RETRIES = 2
+#: Longest single wait between two attempts, whatever a ``Retry-After`` header asks for.
+MAX_BACKOFF_WAIT = 10.0
 
 
 def _request_seeds(seed: int | None, count: int) -> list[int | None]:
@@ -49,10 +78,12 @@ class OpenAIBackend:
         base_url: The API root, e.g. ``"http://127.0.0.1:8000/v1"``.
         model: The model name the server expects in requests.
         api_key: Sent as a bearer token; defaults to ``$OPENAI_API_KEY`` if set.
-        timeout: Seconds allowed per request (generation included).
+        timeout: Seconds allowed per request, generation included (:data:`DEFAULT_TIMEOUT`); a
+            request that times out is not retried, so a hung server costs at most this per call.
         max_concurrency: Most requests in flight at once.
-        max_retries: Retries after a connection error, a timeout or a 408/429/5xx answer.
-        retry_backoff: Seconds before the first retry; doubled at each further retry.
+        max_retries: Retries after a refused or dropped connection or a 408/429/5xx answer.
+        retry_backoff: Backoff factor of the retries: the wait before retry ``k`` is drawn up to
+            ``retry_backoff * 2**k`` seconds (at most :data:`MAX_BACKOFF_WAIT`).
         vllm_extensions: Send vLLM's extra request fields (``return_token_ids``,
             ``return_tokens_as_token_ids``, ``include_stop_str_in_output``, ``skip_special_tokens``).
             vLLM and SGLang accept them; set ``False`` for servers that reject unknown fields.
@@ -68,9 +99,9 @@ class OpenAIBackend:
         model: str,
         api_key: str | None = None,
         *,
-        timeout: float = 300.0,
+        timeout: float = DEFAULT_TIMEOUT,
         max_concurrency: int = 32,
-        max_retries: int = 3,
+        max_retries: int = DEFAULT_MAX_RETRIES,
         retry_backoff: float = 0.5,
         vllm_extensions: bool = True,
         model_name: str | None = None,
@@ -79,8 +110,8 @@ class OpenAIBackend:
             raise ValueError(f"base_url must start with http:// or https://, got {base_url!r}")
         if not model:
             raise ValueError("model must be a non-empty string")
-        if timeout <= 0 or max_concurrency < 1 or max_retries < 0 or retry_backoff < 0:
-            raise ValueError("timeout must be > 0, max_concurrency >= 1, max_retries and retry_backoff >= 0")
+        if not (math.isfinite(timeout) and timeout > 0) or max_concurrency < 1 or max_retries < 0 or retry_backoff < 0:
+            raise ValueError("timeout must be finite and > 0, max_concurrency >= 1, max_retries and retry_backoff >= 0")
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.model_name = model_name or model
@@ -89,11 +120,21 @@ class OpenAIBackend:
         self.vllm_extensions = vllm_extensions
         api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.timeout = float(timeout)
+        retry = Retry(
+            total=max_retries,
+            allowed_methods=["POST"],  # generation requests have no side effect worth protecting
+            status_forcelist=sorted(_RETRY_STATUS),
+            retry_on_exceptions=_RETRY_EXCEPTIONS,
+            backoff_factor=retry_backoff,
+            max_backoff_wait=MAX_BACKOFF_WAIT,
+        )
+        limits = httpx.Limits(max_connections=max_concurrency, max_keepalive_connections=max_concurrency)
         self._client = httpx.Client(
             base_url=self.base_url,
             headers=headers,
             timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
-            limits=httpx.Limits(max_connections=max_concurrency, max_keepalive_connections=max_concurrency),
+            transport=RetryTransport(httpx.HTTPTransport(limits=limits), retry=retry),
         )
         self._executor = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="dynaweb-openai")
         self._closed = threading.Event()
@@ -177,40 +218,45 @@ class OpenAIBackend:
         finally:
             for future in futures:
                 future.cancel()
-        return [parse(response, body) for response, body in zip(responses, bodies, strict=True)]
+        generations = []
+        for response, body in zip(responses, bodies, strict=True):
+            try:
+                generations.append(parse(response, body))
+            except (KeyError, IndexError, TypeError, ValueError, AttributeError) as error:
+                raise BackendResponseError(
+                    f"{self.base_url}/{path} returned a malformed completion ({type(error).__name__}: {error}): "
+                    f"{str(response)[:300]}"
+                ) from error
+        return generations
 
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         url = f"{self.base_url}/{path}"
-        last_problem = ""
-        for attempt in range(self.max_retries + 1):
-            if attempt:
-                time.sleep(self.retry_backoff * 2 ** (attempt - 1))
-            try:
-                response = self._client.post(f"/{path}", json=body)
-            except httpx.TransportError as error:  # refused, reset, timed out, ...
-                last_problem = f"{type(error).__name__}: {error}"
-                continue
-            if response.status_code in _RETRY_STATUS:
-                last_problem = f"HTTP {response.status_code}: {response.text[:300]}"
-                continue
-            if response.status_code == 404 and path == "completions":
-                raise NotImplementedError(
-                    f"{url} answered 404: this server has no token-id completions endpoint, so "
-                    "generate_from_ids is unavailable; use generate (chat) or a vLLM server"
-                )
-            if response.status_code >= 400:
-                hint = " (if it rejects unknown fields, pass vllm_extensions=False)" if self.vllm_extensions else ""
-                raise GenerationError(f"{url} answered HTTP {response.status_code}{hint}: {response.text[:500]}")
-            try:
-                payload = response.json()
-                if not payload.get("choices"):
-                    raise ValueError("no choices")
-            except ValueError as error:
-                raise GenerationError(
-                    f"{url} returned an unusable response ({error}): {response.text[:300]}"
-                ) from error
-            return payload
-        raise GenerationError(f"{url} failed after {self.max_retries + 1} attempt(s); last error: {last_problem}")
+        attempts = f"{self.max_retries + 1} attempt(s)"
+        try:
+            response = self._client.post(f"/{path}", json=body)
+        except httpx.TimeoutException as error:
+            raise BackendUnavailableError(f"{url} did not answer within {self.timeout:g} s ({error!r})") from error
+        except httpx.HTTPError as error:  # refused, reset, protocol error ... after the retries
+            raise BackendUnavailableError(f"{url} failed after {attempts}: {type(error).__name__}: {error}") from error
+        if response.status_code == 404 and path == "completions":
+            raise NotImplementedError(
+                f"{url} answered 404: this server has no token-id completions endpoint, so "
+                "generate_from_ids is unavailable; use generate (chat) or a vLLM server"
+            )
+        if response.status_code >= 400:
+            retried = f" after {attempts}" if response.status_code in _RETRY_STATUS else ""
+            hint = " (if it rejects unknown fields, pass vllm_extensions=False)" if self.vllm_extensions else ""
+            raise BackendResponseError(
+                f"{url} answered HTTP {response.status_code}{retried}{hint}: {response.text[:500]}",
+                status=response.status_code,
+            )
+        try:
+            payload = response.json()
+        except ValueError as error:
+            raise BackendResponseError(f"{url} returned a body that is not JSON: {response.text[:300]!r}") from error
+        if not isinstance(payload, dict) or not isinstance(payload.get("choices"), list) or not payload["choices"]:
+            raise BackendResponseError(f"{url} returned no completion object with choices: {response.text[:300]!r}")
+        return payload
 
     @staticmethod
     def _finish(choice: dict[str, Any], text: str, params: SamplingParams) -> tuple[str, str]:
@@ -229,20 +275,51 @@ class OpenAIBackend:
     def _parse_chat(self, response: dict[str, Any], params: SamplingParams) -> Generation:
         choice = response["choices"][0]
         message = choice.get("message") or {}
-        text, finish = self._finish(choice, message.get("content") or "", params)
+        text, finish = self._finish(choice, _text(message.get("content")), params)
         entries = (choice.get("logprobs") or {}).get("content") or []
-        logprobs = [float(entry["logprob"]) for entry in entries if entry.get("logprob") is not None]
+        logprobs = _logprobs([entry.get("logprob") for entry in entries])
         completion_ids = choice.get("token_ids") or self._ids_from_tokens([entry.get("token") for entry in entries])
         prompt_ids = response.get("prompt_token_ids") or choice.get("prompt_token_ids") or []
-        return Generation(text, list(prompt_ids), list(completion_ids), logprobs, finish)
+        return Generation(text, _token_ids(prompt_ids), _token_ids(completion_ids), logprobs, finish)
 
     def _parse_completion(self, response: dict[str, Any], body: dict[str, Any], params: SamplingParams) -> Generation:
         choice = response["choices"][0]
-        text, finish = self._finish(choice, choice.get("text") or "", params)
+        text, finish = self._finish(choice, _text(choice.get("text")), params)
         logprob_block = choice.get("logprobs") or {}
-        logprobs = [float(value) for value in logprob_block.get("token_logprobs") or [] if value is not None]
+        logprobs = _logprobs(logprob_block.get("token_logprobs") or [])
         completion_ids = choice.get("token_ids") or self._ids_from_tokens(logprob_block.get("tokens") or [])
-        return Generation(text, list(body["prompt"]), list(completion_ids), logprobs, finish)
+        return Generation(text, list(body["prompt"]), _token_ids(completion_ids), logprobs, finish)
+
+
+# Checks of the fields a completion carries: a wrong type raises, and the caller reports the whole
+# completion as malformed (BackendResponseError) instead of passing garbage on to a trainer.
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise TypeError(f"completion text must be a string, got {type(value).__name__}")
+    return value
+
+
+def _logprobs(values: Any) -> list[float]:
+    if not isinstance(values, list):
+        raise TypeError(f"logprobs must be a list, got {type(values).__name__}")
+    logprobs = []
+    for value in values:
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+            raise ValueError(f"logprob {value!r:.40} is not a number")
+        logprobs.append(float(value))
+    return logprobs
+
+
+def _token_ids(ids: Any) -> list[int]:
+    if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        raise TypeError(f"token ids must be a list of integers, got {ids!r:.80}")
+    return list(ids)
 
 
 __all__ = ["OpenAIBackend"]

@@ -15,10 +15,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
-from .base import Conversation, Generation, GenerationError, SamplingParams, cut_at_repeated_line
+from .base import (
+    Conversation,
+    Generation,
+    GenerationError,
+    SamplingParams,
+    cut_at_repeated_line,
+    sequence_seeds,
+    validate_conversation,
+)
 
 DEFAULT_MAX_BATCH_SIZE = 16
 #: Fewest leading tokens the prompts of a batch must share before they are prefilled once for all rows.
@@ -51,34 +58,6 @@ def _load_merged_adapter(adapter_dir: Path, base: Path | str, dtype: torch.dtype
         raise GenerationError(f"{adapter_dir} is a LoRA adapter; loading it needs peft (pip install peft)") from None
     model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype)
     return PeftModel.from_pretrained(model, adapter_dir).merge_and_unload()
-
-
-def validate_conversation(conversation: Any) -> Conversation:
-    """Check that ``conversation`` is a non-empty list of ``{"role": str, "content": str}`` dicts.
-
-    Raises:
-        ValueError: Naming the first malformed message.
-    """
-    if not isinstance(conversation, (list, tuple)) or not conversation:
-        raise ValueError(f"a conversation must be a non-empty list of messages, got {type(conversation).__name__}")
-    for index, message in enumerate(conversation):
-        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-            raise ValueError(f"message {index} must be a dict with a string 'role', got {message!r:.80}")
-        if not isinstance(message.get("content"), str):
-            raise ValueError(f"message {index} must have a string 'content', got {message.get('content')!r:.80}")
-    return list(conversation)
-
-
-def sequence_seeds(seed: int, count: int, *, bits: int = 62) -> list[int]:
-    """Derive one seed per sequence from ``(seed, position)``, each below ``2**bits``.
-
-    Every backend seeds sequence ``i`` of a call this way: identical prompts in one batch (a GRPO
-    group) get different samples, a repeated call gets the same ones, and a sequence's sample does
-    not depend on how the batch is split.
-    """
-    base = int(seed) % 2**63
-    states = (np.random.SeedSequence([base, row]).generate_state(1, dtype=np.uint64)[0] for row in range(count))
-    return [int(state) % 2**bits for state in states]
 
 
 def _row_seeds(seed: int | None, count: int) -> list[int]:

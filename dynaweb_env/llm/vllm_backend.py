@@ -9,8 +9,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from .base import Conversation, Generation, SamplingParams, cut_at_repeated_line
-from .transformers_backend import sequence_seeds, validate_conversation
+from .base import Conversation, Generation, SamplingParams, cut_at_repeated_line, sequence_seeds, validate_conversation
 
 
 def _request_seeds(seed: int | None, count: int) -> list[int | None]:

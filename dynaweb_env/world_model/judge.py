@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from ..actions import parse_action
 from ..data.schema import Trajectory
-from ..llm.base import Conversation, GenerationBackend, SamplingParams
+from ..llm.base import Conversation, GenerationBackend, GenerationError, SamplingParams
 from ..observation import action_target, truncate_axtree
 
 #: Default token budget of one verdict (reasoning plus the verdict line).
@@ -248,14 +248,18 @@ class TrajectoryJudge:
         self.max_axtree_chars = max_axtree_chars
 
     def judge(self, requests: Sequence[JudgeRequest], seed: int | None = None) -> list[JudgeVerdict]:
-        """Judge every trajectory with one batched backend call (none for an empty batch)."""
+        """Judge every trajectory with one batched backend call (none for an empty batch).
+
+        Raises:
+            GenerationError: If the backend fails or returns a wrong number of generations.
+        """
         if not requests:
             return []
         params = dataclasses.replace(self.sampling, seed=seed)
         conversations = [build_judge_messages(request, self.max_axtree_chars) for request in requests]
         generations = self.backend.generate(conversations, params)
         if len(generations) != len(requests):
-            raise RuntimeError(f"backend returned {len(generations)} generations for {len(requests)} prompts")
+            raise GenerationError(f"backend returned {len(generations)} generations for {len(requests)} prompts")
         verdicts = []
         for generation in generations:
             verdict = parse_judge_output(generation.text)

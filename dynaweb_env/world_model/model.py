@@ -20,7 +20,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..llm.base import Conversation, Generation, GenerationBackend, SamplingParams
+from ..llm.base import Conversation, Generation, GenerationBackend, GenerationError, SamplingParams
 from .parsing import WorldModelPrediction, parse_world_model_output
 from .patch import parse_patch_output, patch_system_prompt
 from .prompts import build_world_model_messages, world_model_system_prompt
@@ -123,6 +123,9 @@ class WebWorldModel:
         Returns:
             One :class:`~dynaweb_env.world_model.parsing.WorldModelPrediction` per request, in order.
             Malformed outputs are reported in ``error``, never raised.
+
+        Raises:
+            GenerationError: If the backend fails or returns a wrong number of generations.
         """
         if not requests:
             return []
@@ -133,7 +136,7 @@ class WebWorldModel:
             params = dataclasses.replace(params, stop_at_repeated_line=True)
         generations = self.backend.generate([self.build_messages(request) for request in requests], params)
         if len(generations) != len(requests):
-            raise RuntimeError(f"backend returned {len(generations)} generations for {len(requests)} prompts")
+            raise GenerationError(f"backend returned {len(generations)} generations for {len(requests)} prompts")
         parse = OUTPUT_MODES[self.output_mode]
         return [parse(generation, request) for generation, request in zip(generations, requests, strict=True)]
 
