@@ -2,20 +2,28 @@
 
 A corrupt line never costs the rest of the file: :func:`read_trajectories` either skips it with a
 warning naming the file and line (``on_error="skip"``, the default) or raises
-:class:`CorruptRecordError` naming them (``on_error="raise"``). Writing appends whole lines and
-flushes, so an interrupted writer leaves at most one partial last line, which a later read skips.
+:class:`CorruptRecordError` naming them (``on_error="raise"``). Corrupt means: bytes that are not
+UTF-8, text that is not JSON (or nested too deeply to parse), or a record that breaks the schema
+(a NaN reward included). Writing appends whole lines and flushes, so an interrupted writer leaves
+at most one partial last line, which a later read skips.
+
+MiniWoB++ page URLs are stored portably and resolved for this machine on reading
+(:mod:`~dynaweb_env.data.urls`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
+from . import urls
 from .schema import SchemaError, Trajectory
+from .urls import portable_urls, resolve_urls
 
 PathLike = str | os.PathLike[str]
 
@@ -44,17 +52,22 @@ def iter_trajectories(path: PathLike, on_error: Literal["skip", "raise"] = "skip
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"trajectory file not found: {path}")
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        for line_number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
+    base = urls.miniwob_pages_url()  # once per file: it may look up the installed package
+    with path.open("rb") as handle:
+        for line_number, raw in enumerate(handle, start=1):
             try:
-                yield Trajectory.from_dict(json.loads(line))
-            except (json.JSONDecodeError, SchemaError) as error:
-                corrupt = CorruptRecordError(path, line_number, str(error))
+                line = raw.decode("utf-8")
+                if not line.strip():
+                    continue
+                trajectory = Trajectory.from_dict(json.loads(line))
+            except (UnicodeDecodeError, json.JSONDecodeError, RecursionError, SchemaError) as error:
+                reason = "JSON nested too deeply to read" if isinstance(error, RecursionError) else str(error)
+                corrupt = CorruptRecordError(path, line_number, reason)
                 if on_error == "raise":
                     raise corrupt from None
                 warnings.warn(f"skipping corrupt trajectory record: {corrupt}", stacklevel=2)
+                continue
+            yield _map_text(trajectory, lambda text: resolve_urls(text, base))
 
 
 def read_trajectories(
@@ -71,7 +84,8 @@ def write_trajectories(path: PathLike, trajectories: Iterable[Trajectory], appen
     count = 0
     with path.open("a" if append else "w", encoding="utf-8") as handle:
         for trajectory in trajectories:
-            handle.write(json.dumps(trajectory.to_dict(), ensure_ascii=False) + "\n")
+            record = _map_text(trajectory, portable_urls).to_dict()
+            handle.write(json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n")
             handle.flush()
             count += 1
     return count
@@ -81,7 +95,7 @@ def to_hf_dataset(trajectories: Iterable[Trajectory]) -> Any:
     """A ``datasets.Dataset`` with one row per trajectory (requires the ``datasets`` package)."""
     from datasets import Dataset
 
-    rows = [trajectory.to_dict() for trajectory in trajectories]
+    rows = [_map_text(trajectory, portable_urls).to_dict() for trajectory in trajectories]
     for row in rows:
         # Arrow needs one type per column: free-form metadata travels as a JSON string.
         row["metadata"] = json.dumps(row["metadata"], ensure_ascii=False)
@@ -95,8 +109,16 @@ def from_hf_dataset(dataset: Iterable[dict[str, Any]]) -> list[Trajectory]:
         row = dict(row)
         if isinstance(row.get("metadata"), str):
             row["metadata"] = json.loads(row["metadata"])
-        trajectories.append(Trajectory.from_dict(row))
+        trajectories.append(_map_text(Trajectory.from_dict(row), resolve_urls))
     return trajectories
+
+
+def _map_text(trajectory: Trajectory, rewrite: Callable[[str], str]) -> Trajectory:
+    """A copy of ``trajectory`` whose steps' ``url`` and ``axtree`` went through ``rewrite`` (shared if unchanged)."""
+    steps = [dataclasses.replace(step, url=rewrite(step.url), axtree=rewrite(step.axtree)) for step in trajectory.steps]
+    if all(new.url == old.url and new.axtree == old.axtree for new, old in zip(steps, trajectory.steps, strict=True)):
+        return trajectory
+    return dataclasses.replace(trajectory, steps=steps)
 
 
 def _expand(paths: PathLike | Iterable[PathLike]) -> list[Path]:

@@ -18,6 +18,7 @@ from ``steps[i]`` to ``steps[i + 1]`` when it has been labelled.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -95,8 +96,8 @@ class Trajectory:
         if not isinstance(steps, list) or not steps:
             raise SchemaError("field 'steps' must be a non-empty list")
         reward = record.get("reward", 0.0)
-        if isinstance(reward, bool) or not isinstance(reward, (int, float)):
-            raise SchemaError("field 'reward' must be a number")
+        if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not math.isfinite(reward):
+            raise SchemaError(f"field 'reward' must be a finite number, got {reward!r:.40}")
         success = record.get("success", False)
         if not isinstance(success, bool):
             raise SchemaError("field 'success' must be true or false")
