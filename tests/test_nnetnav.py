@@ -249,3 +249,22 @@ def test_cli_writes_trajectories_and_report(tmp_path, capsys):
     assert len(read_trajectories(out, on_error="raise")) == 2
     assert json.loads(report_path.read_text())["dropped"]["invalid_action"] == 1
     assert "kept 2" in capsys.readouterr().out
+
+
+def test_hostile_lines_are_corrupt_records_named_by_place(tmp_path):
+    rows = good_trajectory("/exp/run_0")
+    nan_row = dict(rows[0], id="/exp/nan", task_name="/exp/nan", reward=float("nan"))
+    path = tmp_path / "hostile.jsonl"
+    with path.open("wb") as handle:
+        handle.write(json.dumps(rows[0]).encode() + b"\n")
+        handle.write(b"[" * 100_000 + b"]" * 100_000 + b"\n")  # RecursionError in json.loads
+        handle.write(json.dumps(rows[1]).encode() + b"\n")
+        handle.write(b'{"id": "caf\xe9"}\n')  # latin-1, not UTF-8
+        handle.write(json.dumps(nan_row).encode() + b"\n")  # json writes NaN
+        handle.write(json.dumps(rows[2]).encode() + b"\n")
+    trajectories, report = load_nnetnav(path)
+    assert [t.metadata["nnetnav_id"] for t in trajectories] == ["/exp/run_0"]
+    assert report.dropped["corrupt_record"] == 3
+    examples = report.examples["corrupt_record"]
+    assert [example.split(": ", 1)[0] for example in examples] == [f"{path}:2", f"{path}:4", f"{path}:5"]
+    assert "nested too deeply" in examples[0] and "UTF-8" in examples[1] and "finite" in examples[2]

@@ -62,21 +62,30 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ..actions import ACTION_ARGUMENTS, ActionParseError, extract_action, format_action, parse_action
-from ..observation import axtree_element_ids, clean_axtree
-from .io import write_trajectories
+from ..actions import parse_action
+from ..axtree import axtree_element_ids
+from .io import PathLike, write_trajectories
+from .nnetnav_records import (
+    InvalidRecord,
+    RawStep,
+    clean_tree,
+    history_contradicts,
+    iter_nnetnav_records,
+    normalize_action,
+    parse_step_row,
+    root_url,
+    split_response,
+)
 from .schema import Step, Trajectory
-
-PathLike = str | os.PathLike[str]
 
 #: Drop reasons, in the order they are checked.
 DROP_REASONS: tuple[str, ...] = (
@@ -87,17 +96,6 @@ DROP_REASONS: tuple[str, ...] = (
     "inconsistent_transition",
     "too_short",
 )
-
-_LLAMA_SPECIAL = re.compile(r"<\|(?:begin_of_text|end_of_text|eot_id|start_header_id|end_header_id)\|>")
-_USER_MESSAGE = re.compile(
-    r"^\s*OBSERVATION:[ \t]*\n?(?P<obs>.*)\nURL:[ \t]*(?P<url>[^\n]*)\nOBJECTIVE:[ \t]*(?P<goal>.*?)"
-    r"\nPREVIOUS ACTIONS?:[ \t]*\n?(?P<history>.*)$",
-    re.S,
-)
-_HISTORY_ENTRY = re.compile(r"^(\d+):[ \t]?(.*)$")
-_CODE_SPAN = re.compile(r"```(.*?)```", re.S)
-_SUMMARY = re.compile(r"In summary,? the next action I will perform is", re.I)
-_ROOT_URL = re.compile(r"\burl='([^']*)'")
 
 
 @dataclass
@@ -147,188 +145,6 @@ class NNetNavImportReport:
         }
 
 
-class _Invalid(ValueError):
-    def __init__(self, reason: str, detail: str):
-        super().__init__(detail)
-        self.reason = reason
-
-
-@dataclass
-class _RawStep:
-    index: int  # 1-based step index (number of previous-action entries), 0 if unknown
-    axtree: str
-    url: str
-    goal: str
-    response: str
-    history: list[str]
-
-
-# ---------------------------------------------------------------------------------------------------
-# Reading records.
-# ---------------------------------------------------------------------------------------------------
-
-
-def iter_nnetnav_records(path: PathLike, split: str | None = None) -> Iterator[tuple[str, dict[str, Any] | str]]:
-    """Yield ``(location, record)`` for every record under ``path``; a corrupt record is a string.
-
-    Args:
-        path: A ``.jsonl`` / ``.json`` / ``.parquet`` file, a ``datasets.save_to_disk`` directory, or a
-            directory of such files (read in sorted order).
-        split: For a saved ``DatasetDict``, the split to read (default: all splits).
-
-    Raises:
-        FileNotFoundError: If ``path`` does not exist.
-        ValueError: If the file type is not one of the above.
-    """
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"NNetNav data not found: {path}")
-    if path.is_dir():
-        if any((path / marker).is_file() for marker in ("dataset_info.json", "state.json", "dataset_dict.json")):
-            yield from _iter_saved_dataset(path, split)
-            return
-        files = sorted(p for p in path.rglob("*") if p.suffix in (".jsonl", ".json", ".parquet") and p.is_file())
-        if not files:
-            raise ValueError(f"no .jsonl, .json or .parquet files under {path}")
-        for file in files:
-            yield from iter_nnetnav_records(file, split)
-        return
-    if path.suffix == ".jsonl":
-        with path.open(encoding="utf-8", errors="replace") as handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as error:
-                    yield f"{path}:{number}", f"invalid JSON: {error}"
-                    continue
-                yield f"{path}:{number}", record if isinstance(record, dict) else f"not an object: {type(record)}"
-    elif path.suffix == ".json":
-        try:
-            data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
-        except json.JSONDecodeError as error:
-            yield str(path), f"invalid JSON: {error}"
-            return
-        if isinstance(data, dict):
-            data = data.get("data", [data]) if not _looks_like_record(data) else [data]
-        if not isinstance(data, list):
-            yield str(path), f"expected a list of records, got {type(data).__name__}"
-            return
-        for number, record in enumerate(data):
-            yield f"{path}[{number}]", record if isinstance(record, dict) else f"not an object: {type(record)}"
-    elif path.suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        table = pq.read_table(path)
-        for number, record in enumerate(table.to_pylist()):
-            yield f"{path}[{number}]", record
-    else:
-        raise ValueError(f"unsupported NNetNav file {path}: expected .jsonl, .json, .parquet or a dataset directory")
-
-
-def _iter_saved_dataset(path: Path, split: str | None) -> Iterator[tuple[str, dict[str, Any] | str]]:
-    from datasets import DatasetDict, load_from_disk
-
-    dataset = load_from_disk(str(path))
-    if isinstance(dataset, DatasetDict):
-        if split is not None and split not in dataset:
-            raise ValueError(f"split {split!r} not in {path} (splits: {', '.join(dataset)})")
-        parts = [(name, dataset[name]) for name in ([split] if split else list(dataset))]
-    else:
-        parts = [("", dataset)]
-    for name, part in parts:
-        for number, record in enumerate(part):
-            yield f"{path}{'/' + name if name else ''}[{number}]", record
-
-
-def _looks_like_record(data: dict[str, Any]) -> bool:
-    return "messages" in data or "obs" in data
-
-
-# ---------------------------------------------------------------------------------------------------
-# Parsing records.
-# ---------------------------------------------------------------------------------------------------
-
-
-def _clean_tree(text: str) -> str:
-    return clean_axtree(_LLAMA_SPECIAL.sub("", text)).strip("\n")
-
-
-def _root_url(axtree: str) -> str:
-    first = axtree.lstrip().split("\n", 1)[0]
-    match = _ROOT_URL.search(first)
-    return match.group(1) if match else ""
-
-
-def parse_step_row(record: dict[str, Any]) -> _RawStep:
-    """Parse one published step row (see the module docstring). Raises ``_Invalid``."""
-    messages = record.get("messages")
-    if not isinstance(messages, list):
-        raise _Invalid("missing_observation", "field 'messages' is not a list")
-    user = next((m for m in messages if isinstance(m, dict) and m.get("role") == "user"), None)
-    assistant = next((m for m in reversed(messages) if isinstance(m, dict) and m.get("role") == "assistant"), None)
-    if user is None or not isinstance(user.get("content"), str):
-        raise _Invalid("missing_observation", "no user message")
-    if assistant is None or not isinstance(assistant.get("content"), str):
-        raise _Invalid("invalid_action", "no assistant message")
-    match = _USER_MESSAGE.match(_LLAMA_SPECIAL.sub("", user["content"]))
-    if match is None:
-        raise _Invalid("missing_observation", "user message lacks OBSERVATION / URL / OBJECTIVE / PREVIOUS ACTIONS")
-    axtree = _clean_tree(match.group("obs"))
-    history: list[str] = []
-    for line in match.group("history").strip().splitlines():
-        entry = _HISTORY_ENTRY.match(line.strip())
-        if entry:
-            history.append(entry.group(2).strip())
-        elif history:  # a description spanning several lines
-            history[-1] += "\n" + line
-    url = match.group("url").strip()
-    if not url or url == "not_found":
-        url = _root_url(axtree)
-    return _RawStep(len(history), axtree, url, match.group("goal").strip(), assistant["content"], history)
-
-
-def split_response(response: str) -> tuple[str, str]:
-    """Split an NNetNav answer into ``(reasoning, action string)``.
-
-    The action is the last triple-backtick span (NNetNav: "In summary, the next action I will
-    perform is ```click [12]```"); the reasoning is the text before the summary phrase.
-    """
-    text = _LLAMA_SPECIAL.sub("", response).strip()
-    spans = _CODE_SPAN.findall(text)
-    if spans:
-        action = spans[-1].strip()
-        summary = _SUMMARY.search(text)
-        reasoning = text[: summary.start()] if summary else text[: text.rfind("```" + spans[-1])]
-        return reasoning.strip(), action
-    try:
-        parse_action(text)
-        return "", text
-    except ActionParseError:
-        return text, extract_action(text)
-
-
-def normalize_action(action: str) -> str:
-    """Canonical form of an action string (raises ``_Invalid`` outside the grammar)."""
-    try:
-        return format_action(parse_action(action))
-    except ActionParseError as error:
-        raise _Invalid("invalid_action", f"{action[:80]!r}: {error}") from None
-
-
-def _history_contradicts(entry: str, action: str) -> bool:
-    # A history entry describes the action taken before, e.g. "click [632] where [632] is Where to?".
-    # Only entries that start with an action name are checked; free-text descriptions are trusted.
-    name = entry.split(" ", 1)[0].strip().lower() if entry else ""
-    if name not in ACTION_ARGUMENTS:
-        return False
-    parsed = parse_action(action)
-    if name != parsed.name:
-        return True
-    return parsed.element_id is not None and f"[{parsed.element_id}]" not in entry
-
-
 # ---------------------------------------------------------------------------------------------------
 # Assembling and cleaning trajectories.
 # ---------------------------------------------------------------------------------------------------
@@ -339,9 +155,9 @@ class _Group:
     key: str
     dataset: str
     first_location: str
-    rows: list[_RawStep] = field(default_factory=list)
+    rows: list[RawStep] = field(default_factory=list)
     labels: dict[str, Any] = field(default_factory=dict)
-    invalid: _Invalid | None = None
+    invalid: InvalidRecord | None = None
     goal: str = ""
     sites: list[str] = field(default_factory=list)
 
@@ -353,15 +169,15 @@ def _build_from_rows(group: _Group, check_targets: bool) -> list[Step]:
     indices = [row.index for row in rows]
     if len(set(indices)) != len(indices):
         repeated = sorted(index for index, count in Counter(indices).items() if count > 1)
-        raise _Invalid("inconsistent_transition", f"step index repeated: {repeated}")
+        raise InvalidRecord("inconsistent_transition", f"step index repeated: {repeated}")
     rows = sorted(rows, key=lambda row: row.index)
     expected = list(range(1, len(rows) + 1))
     if [row.index for row in rows] != expected:
         missing = sorted(set(range(1, max(indices) + 1)) - set(indices))
-        raise _Invalid("missing_observation", f"steps missing: {missing[:10]}")
+        raise InvalidRecord("missing_observation", f"steps missing: {missing[:10]}")
     goals = {row.goal for row in rows}
     if len(goals) > 1:
-        raise _Invalid("inconsistent_transition", f"objective changes within the trajectory: {sorted(goals)[:2]}")
+        raise InvalidRecord("inconsistent_transition", f"objective changes within the trajectory: {sorted(goals)[:2]}")
     steps = []
     for row in rows:
         reasoning, action = split_response(row.response)
@@ -370,8 +186,8 @@ def _build_from_rows(group: _Group, check_targets: bool) -> list[Step]:
     # The history shown at step k+1 must agree with the action recorded at step k.
     for position in range(len(rows) - 1):
         entry = rows[position + 1].history[position + 1] if len(rows[position + 1].history) > position + 1 else ""
-        if _history_contradicts(entry, steps[position].action):
-            raise _Invalid(
+        if history_contradicts(entry, steps[position].action):
+            raise InvalidRecord(
                 "inconsistent_transition",
                 f"step {position + 1} action {steps[position].action!r} but next step's history says {entry[:80]!r}",
             )
@@ -381,18 +197,18 @@ def _build_from_rows(group: _Group, check_targets: bool) -> list[Step]:
 def _build_from_demonstration(record: dict[str, Any], check_targets: bool) -> list[Step]:
     observations, actions = record.get("obs"), record.get("parsed_actions")
     if not isinstance(observations, list) or not observations:
-        raise _Invalid("missing_observation", "field 'obs' is missing or empty")
+        raise InvalidRecord("missing_observation", "field 'obs' is missing or empty")
     if not isinstance(actions, list):
-        raise _Invalid("invalid_action", "field 'parsed_actions' is missing")
+        raise InvalidRecord("invalid_action", "field 'parsed_actions' is missing")
     if len(actions) != len(observations):
-        raise _Invalid("inconsistent_transition", f"{len(observations)} observations but {len(actions)} actions")
+        raise InvalidRecord("inconsistent_transition", f"{len(observations)} observations but {len(actions)} actions")
     reasonings = record.get("retroactive_reasoning") or []
     stop_text = record.get("stop_action")
     steps = []
     for index, observation in enumerate(observations):
         if not isinstance(observation, str):
-            raise _Invalid("missing_observation", f"obs[{index}] is not text")
-        axtree = _clean_tree(observation)
+            raise InvalidRecord("missing_observation", f"obs[{index}] is not text")
+        axtree = clean_tree(observation)
         reasoning = ""
         if index < len(reasonings) and isinstance(reasonings[index], str) and reasonings[index]:
             reasoning, _ = split_response(reasonings[index])
@@ -402,7 +218,7 @@ def _build_from_demonstration(record: dict[str, Any], check_targets: bool) -> li
             action = actions[index] if isinstance(actions[index], str) else ""
         urls = record.get("urls")
         url = urls[index] if isinstance(urls, list) and index < len(urls) and isinstance(urls[index], str) else ""
-        steps.append(Step(url=url or _root_url(axtree), axtree=axtree, action=action, reasoning=reasoning))
+        steps.append(Step(url=url or root_url(axtree), axtree=axtree, action=action, reasoning=reasoning))
     _check_steps(steps, check_targets)
     return steps
 
@@ -410,17 +226,17 @@ def _build_from_demonstration(record: dict[str, Any], check_targets: bool) -> li
 def _check_steps(steps: list[Step], check_targets: bool) -> None:
     for number, step in enumerate(steps, start=1):
         if not step.axtree.strip():
-            raise _Invalid("missing_observation", f"step {number} has an empty accessibility tree")
+            raise InvalidRecord("missing_observation", f"step {number} has an empty accessibility tree")
     for step in steps:
         step.action = normalize_action(step.action)
     for number, step in enumerate(steps[:-1], start=1):
         if step.action.startswith("stop"):
-            raise _Invalid("inconsistent_transition", f"stop at step {number} of {len(steps)}")
+            raise InvalidRecord("inconsistent_transition", f"stop at step {number} of {len(steps)}")
     if check_targets:
         for number, step in enumerate(steps, start=1):
             target = parse_action(step.action).element_id
             if target is not None and target not in set(axtree_element_ids(step.axtree)):
-                raise _Invalid("inconsistent_transition", f"step {number}: target [{target}] not in its page")
+                raise InvalidRecord("inconsistent_transition", f"step {number}: target [{target}] not in its page")
 
 
 def _labels(record: dict[str, Any]) -> dict[str, Any]:
@@ -500,14 +316,51 @@ def load_nnetnav(
     if min_steps < 1:
         raise ValueError(f"min_steps must be >= 1, got {min_steps}")
     report = NNetNavImportReport()
-    groups: dict[str, _Group] = {}
-    demonstrations: list[tuple[str, dict[str, Any]]] = []
     records: Iterable[tuple[str, dict[str, Any] | str]] = iter_nnetnav_records(path, split)
     if progress:
         from tqdm.auto import tqdm
 
         records = tqdm(records, desc="reading NNetNav", unit="rec", file=sys.stderr)
     default_dataset = Path(path).stem
+    groups, demonstrations = _sort_records(records, report, default_dataset)
+
+    # (group, how to build its steps, layout): step-row trajectories first, then demonstrations.
+    candidates: list[tuple[_Group, Callable[[], list[Step]], str]] = [
+        (group, partial(_build_from_rows, group, check_targets), "step_rows") for group in groups
+    ]
+    for location, record in demonstrations:
+        sites = record.get("sites")
+        group = _Group(
+            str(record.get("task_id", location)),
+            str(record.get("dataset") or default_dataset),
+            location,
+            labels=_labels(record),
+            goal=str(record.get("intent", "")),
+            sites=[str(site) for site in sites] if isinstance(sites, list) else [],
+        )
+        candidates.append((group, partial(_build_from_demonstration, record, check_targets), "demonstration"))
+    trajectories: list[Trajectory] = []
+    used_ids: set[str] = set()
+    for group, build, layout in candidates:
+        report.trajectories += 1
+        try:
+            steps = build()
+            if len(steps) < min_steps:
+                raise InvalidRecord("too_short", f"{len(steps)} step(s) < min_steps={min_steps}")
+        except InvalidRecord as error:
+            report.drop(error.reason, group.key, str(error))
+            continue
+        trajectories.append(_make_trajectory(group, steps, layout, used_ids))
+    report.kept = len(trajectories)
+    return trajectories, report
+
+
+def _sort_records(
+    records: Iterable[tuple[str, dict[str, Any] | str]], report: NNetNavImportReport, default_dataset: str
+) -> tuple[list[_Group], list[tuple[str, dict[str, Any]]]]:
+    """Group step rows by trajectory and set demonstrations apart; count corrupt and unknown records."""
+    groups: dict[str, _Group] = {}
+    demonstrations: list[tuple[str, dict[str, Any]]] = []
     for location, record in records:
         report.records += 1
         if isinstance(record, str):
@@ -520,53 +373,19 @@ def load_nnetnav(
             report.drop("unknown_layout", location, f"keys {sorted(record)[:8]}")
             continue
         key = str(record.get("task_name") or record.get("id") or "")
-        dataset = str(record.get("dataset") or default_dataset)
         if not key:
             report.drop("unknown_layout", location, "step row without 'task_name' or 'id'")
             continue
+        dataset = str(record.get("dataset") or default_dataset)
         group = groups.setdefault(f"{dataset}\x00{key}", _Group(key, dataset, location))
         group.labels.update(_labels(record))
         if group.invalid is not None:
             continue
         try:
             group.rows.append(parse_step_row(record))
-        except _Invalid as error:
-            group.invalid = _Invalid(error.reason, f"{location}: {error}")
-
-    trajectories: list[Trajectory] = []
-    used_ids: set[str] = set()
-    for group in groups.values():
-        report.trajectories += 1
-        try:
-            steps = _build_from_rows(group, check_targets)
-            if len(steps) < min_steps:
-                raise _Invalid("too_short", f"{len(steps)} step(s) < min_steps={min_steps}")
-        except _Invalid as error:
-            report.drop(error.reason, group.key, str(error))
-            continue
-        trajectories.append(_make_trajectory(group, steps, "step_rows", used_ids))
-    for location, record in demonstrations:
-        report.trajectories += 1
-        key = str(record.get("task_id", location))
-        try:
-            steps = _build_from_demonstration(record, check_targets)
-            if len(steps) < min_steps:
-                raise _Invalid("too_short", f"{len(steps)} step(s) < min_steps={min_steps}")
-        except _Invalid as error:
-            report.drop(error.reason, key, str(error))
-            continue
-        sites = record.get("sites")
-        group = _Group(
-            key,
-            str(record.get("dataset") or default_dataset),
-            location,
-            labels=_labels(record),
-            goal=str(record.get("intent", "")),
-            sites=[str(site) for site in sites] if isinstance(sites, list) else [],
-        )
-        trajectories.append(_make_trajectory(group, steps, "demonstration", used_ids))
-    report.kept = len(trajectories)
-    return trajectories, report
+        except InvalidRecord as error:
+            group.invalid = InvalidRecord(error.reason, f"{location}: {error}")
+    return list(groups.values()), demonstrations
 
 
 def main(argv: list[str] | None = None) -> int:

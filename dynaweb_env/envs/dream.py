@@ -11,19 +11,18 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 
 from ..actions import Action, ActionParseError, extract_action, extract_reasoning, format_action, parse_action
-from ..data.start_states import StartState, load_start_states, sample_start_state
+from ..data.start_states import StartState
 from ..llm.base import GenerationBackend, GenerationError, SamplingParams
 from ..observation import action_target, axtree_element_ids, make_observation, render_observation
 from ..spaces import web_action_space, web_observation_space
 from ..world_model.judge import DEFAULT_JUDGE_MAX_NEW_TOKENS, JudgeRequest, JudgeStep, TrajectoryJudge
 from ..world_model.model import DEFAULT_MAX_AXTREE_CHARS, DEFAULT_MAX_NEW_TOKENS, WebWorldModel, WorldModelRequest
+from .dream_setup import choose_start_state, load_task_start_states, resolve_world_model, validate_dream_kwargs
 
 #: Why a dream ended: the policy stopped, the world model predicted a terminal page, the dream
 #: reached ``dream_length`` steps (a truncation), or a world-model or judge backend failed (a truncation).
@@ -272,45 +271,6 @@ class DreamDynamics:
         )
 
 
-def _validate_dream_kwargs(
-    dream_length: int, max_new_tokens: int, judge_max_new_tokens: int, temperature: float, max_axtree_chars: int
-) -> None:
-    if isinstance(dream_length, bool) or not isinstance(dream_length, int) or dream_length < 1:
-        raise ValueError(f"dream_length must be a positive integer, got {dream_length!r}")
-    for name, value in (("max_new_tokens", max_new_tokens), ("judge_max_new_tokens", judge_max_new_tokens)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    if not isinstance(temperature, (int, float)) or temperature < 0:
-        raise ValueError(f"world_model_temperature must be >= 0, got {temperature!r}")
-    if isinstance(max_axtree_chars, bool) or not isinstance(max_axtree_chars, int) or max_axtree_chars < 0:
-        raise ValueError(f"max_axtree_chars must be a non-negative integer (0: no limit), got {max_axtree_chars!r}")
-
-
-def resolve_world_model(
-    world_model: str | dict | GenerationBackend | WebWorldModel | None, output_mode: str | None
-) -> tuple[str | dict | GenerationBackend | WebWorldModel, str]:
-    """The world model and output mode a dream env uses, given what the user named (``None``: not named).
-
-    Neither named: the shipped tree-mode world model. Only the mode: the shipped world model of that
-    mode. A trained world model (shipped adapter, ``dynaweb-train-wm`` output directory, ready
-    :class:`WebWorldModel`) carries its own mode; naming another one is a ``ValueError`` (the model
-    would be read in a format it does not write).
-    """
-    from ..models import DEFAULT_WORLD_MODELS, world_model_output_mode
-    from ..world_model.model import OUTPUT_MODES
-
-    if output_mode is not None and output_mode not in OUTPUT_MODES:
-        raise ValueError(f"output_mode must be one of {sorted(OUTPUT_MODES)}, got {output_mode!r}")
-    if isinstance(world_model, WebWorldModel):
-        own_mode = world_model.output_mode
-    else:
-        own_mode = world_model_output_mode(world_model)
-    if own_mode is not None and output_mode is not None and own_mode != output_mode:
-        raise ValueError(f"world model {world_model!r} writes output_mode={own_mode!r}, not {output_mode!r}")
-    mode = own_mode or output_mode or "tree"
-    return (DEFAULT_WORLD_MODELS[mode] if world_model is None else world_model), mode
-
-
 def build_dynamics(
     world_model: str | dict | GenerationBackend | WebWorldModel | None,
     judge: str | dict | GenerationBackend | TrajectoryJudge | None,
@@ -328,7 +288,7 @@ def build_dynamics(
     """
     from ..llm import parse_backend_spec  # light: no torch until a backend is built
 
-    _validate_dream_kwargs(
+    validate_dream_kwargs(
         dream_length, max_new_tokens, judge_max_new_tokens, world_model_temperature, max_axtree_chars
     )
     world_model, output_mode = resolve_world_model(world_model, output_mode)
@@ -364,50 +324,6 @@ def build_dynamics(
 
     dynamics = DreamDynamics(make_world_model, make_judge, dream_length)
     return dynamics
-
-
-def load_task_start_states(start_states: str | None, tasks: Sequence[str] | None, include_intermediate: bool):
-    """Load start states and keep those of ``tasks`` (``ValueError`` naming unknown tasks)."""
-    if start_states is not None and not isinstance(start_states, (str, Path)):
-        raise ValueError(f"start_states must be a path or None, got {type(start_states).__name__}")
-    states = load_start_states(start_states, include_intermediate=include_intermediate)
-    if tasks is None:
-        return states
-    if isinstance(tasks, str):
-        tasks = [tasks]
-    known = {state.task_id for state in states}
-    unknown = sorted(set(tasks) - known)
-    if unknown:
-        raise ValueError(f"unknown task(s) {unknown}; the start states cover {sorted(known)}")
-    return [state for state in states if state.task_id in set(tasks)]
-
-
-def choose_start_state(states: Sequence[StartState], rng: np.random.Generator, options: dict | None) -> StartState:
-    """The start state for a reset: pinned by ``options`` or sampled with ``rng``.
-
-    ``options["start_state"]`` (a :class:`StartState` or its dict) is used as is;
-    ``options["task"]`` (with optional ``"task_seed"`` and ``"step_index"``, default 0 when a seed is
-    given) picks among the loaded states. Unknown option values raise ``ValueError``.
-    """
-    options = options or {}
-    if options.get("start_state") is not None:
-        pinned = options["start_state"]
-        if isinstance(pinned, StartState):
-            return pinned
-        if isinstance(pinned, dict):
-            return StartState.from_dict(pinned)
-        raise ValueError(f"options['start_state'] must be a StartState or dict, got {type(pinned).__name__}")
-    candidates = list(states)
-    if options.get("task") is not None:
-        candidates = [state for state in candidates if state.task_id == options["task"]]
-        if not candidates:
-            raise ValueError(f"no start state for task {options['task']!r}")
-    if options.get("task_seed") is not None:
-        step_index = options.get("step_index", 0)
-        candidates = [s for s in candidates if s.task_seed == options["task_seed"] and s.step_index == step_index]
-        if not candidates:
-            raise ValueError(f"no start state with task_seed={options['task_seed']!r} and step_index={step_index}")
-    return sample_start_state(candidates, rng)
 
 
 class DreamWebEnv(gym.Env[dict[str, str], str]):
@@ -453,6 +369,11 @@ class DreamWebEnv(gym.Env[dict[str, str], str]):
       terminal (``[Episode ended]``).
     - Truncation: ``dream_length`` steps (malformed ones included). Truncated dreams are judged too,
       so a dream that finishes a task without ``stop`` can still score.
+    - Truncation: a world-model or judge backend failed (server down, HTTP error, malformed answer,
+      timeout). ``step`` does not raise: the reward is 0, ``info["backend_error"]`` says what
+      failed and ``info["end_reason"]`` is ``"backend_error"``. A world-model failure leaves the
+      page as it was and the step uncounted. Timeouts and retries of a server backend are set in its
+      spec, e.g. ``"openai:<model>@http://host:8000/v1?timeout=300&retries=1"``.
 
     ``info`` carries ``task_id``, ``source="dream"``, ``trajectory_id``, ``start_step_index`` (of
     the start state in its recording), ``dream_step``, ``changes`` (the predicted Δ),
