@@ -33,6 +33,7 @@ import numpy as np
 from dynaweb_env.actions import extract_action, extract_reasoning
 from dynaweb_env.agent import format_policy_response
 from dynaweb_env.data.schema import Step, Trajectory
+from dynaweb_env.envs import END_REASONS
 from dynaweb_env.llm.base import GenerationBackend, SamplingParams
 from dynaweb_env.observation import make_observation
 
@@ -42,9 +43,6 @@ from .encoding import EncodedEpisode, EpisodeEncoder
 #: empty action is malformed, so it costs a step but no world-model or browser call.
 PARK_ACTION = ""
 
-#: Why an episode ended: the env terminated or truncated it, the policy used ``max_steps`` turns,
-#: or the next turn would not fit in ``max_completion_length`` tokens.
-END_REASONS = ("terminated", "truncated", "max_steps", "max_tokens")
 
 
 @dataclass

@@ -12,6 +12,7 @@ import gymnasium as gym
 import pytest
 
 from dynaweb_env.axtree import axtree_element_ids
+from dynaweb_env.envs import END_REASONS
 from dynaweb_env.envs.dream import DreamWebEnv
 from dynaweb_env.envs.dream_vector import DreamWebVectorEnv
 from dynaweb_env.llm import make_backend, parse_backend_spec
@@ -191,6 +192,7 @@ def test_world_model_failure_truncates_the_dream_and_changes_nothing(server, mod
     after, reward, terminated, truncated, info = env.step(_click(observation))
     assert (reward, terminated, truncated) == (0.0, False, True)
     assert info["end_reason"] == "backend_error" and info["backend_error"].startswith("world model: ")
+    assert info["end_reason"] in END_REASONS
     assert info["dream_step"] == 0 and after == observation  # the step did not happen
     assert env._episode.num_steps == 0 and env._episode.steps == []
     with pytest.raises(gym.error.ResetNeeded):

@@ -13,6 +13,24 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+#: Why an episode ended: one vocabulary for the envs (``info["end_reason"]`` on a dream's last step)
+#: and for the rollouts that drive them (``end_reason`` of an episode result and of a recorded
+#: trajectory's ``metadata``). Reason -> meaning.
+END_REASONS: dict[str, str] = {
+    # Named by the dream env.
+    "stop": "the policy answered with stop [answer]",
+    "terminal_state": "the world model marked the page as the end of the episode",
+    "dream_length": "the dream reached dream_length steps (a truncation)",
+    "backend_error": "a world-model or judge backend failed (a truncation; see info['backend_error'])",
+    # Named by a rollout, for an env that ended the episode without naming why (RealWeb-v0).
+    "terminated": "the env terminated the episode (the task ended)",
+    "truncated": "the env truncated the episode (its step limit, a browser failure)",
+    # Named by a rollout that stopped an episode itself.
+    "max_steps": "the policy used its max_steps turns",
+    "max_tokens": "the next turn would not fit in the token budget",
+    "expert": "a demonstration replayed, not a rollout",
+}
+
 _LAZY = {"DreamWebEnv": ".dream", "DreamWebVectorEnv": ".dream_vector", "RealWebEnv": ".real"}
 
 
@@ -22,4 +40,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = list(_LAZY)
+__all__ = ["END_REASONS", *_LAZY]

@@ -22,11 +22,8 @@ from ..observation import action_target, axtree_element_ids, make_observation, r
 from ..spaces import web_action_space, web_observation_space
 from ..world_model.judge import DEFAULT_JUDGE_MAX_NEW_TOKENS, JudgeRequest, JudgeStep, TrajectoryJudge
 from ..world_model.model import DEFAULT_MAX_AXTREE_CHARS, DEFAULT_MAX_NEW_TOKENS, WebWorldModel, WorldModelRequest
+from . import END_REASONS
 from .dream_setup import choose_start_state, load_task_start_states, resolve_world_model, validate_dream_kwargs
-
-#: Why a dream ended: the policy stopped, the world model predicted a terminal page, the dream
-#: reached ``dream_length`` steps (a truncation), or a world-model or judge backend failed (a truncation).
-END_REASONS = ("stop", "terminal_state", "dream_length", "backend_error")
 
 
 @dataclass

@@ -33,6 +33,22 @@ def find_by_role_and_name(
     return None
 
 
+def fill_or_submit(fields: list[tuple[AxNode, str]], submit: AxNode) -> tuple[str, str]:
+    """Type each ``(textbox, text)`` pair whose value differs, in order; then click ``submit``."""
+    for field, text in fields:
+        if (field.value or "") != text:
+            return f"The field [{field.bid}] must contain {text!r}; I type it.", f"type [{field.bid}] [{text}] [0]"
+    return f"Every field holds its text; I click '{submit.name}' to submit.", f"click [{submit.bid}]"
+
+
+def goal_match(pattern: str, goal: str) -> re.Match[str]:
+    """The first match of ``pattern`` in a task goal; :class:`ExpertError` if the goal has another form."""
+    match = re.search(pattern, goal)
+    if match is None:
+        raise ExpertError(f"goal {goal!r} does not match the expected form {pattern!r}")
+    return match
+
+
 def quoted_strings(text: str) -> list[str]:
     """The double-quoted substrings of a goal, in order: ``'Enter "Bob" ...'`` -> ``["Bob"]``."""
     return re.findall(r'"([^"]*)"', text)
@@ -83,6 +99,14 @@ class ExpertPolicy:
     def nodes(observation: dict[str, str]) -> list[AxNode]:
         return parse_axtree(observation["axtree"])
 
+    def fill_single_field(self, observation: dict[str, str], text: str) -> tuple[str, str]:
+        """The step of a one-field form: type ``text`` into the page's first textbox, then click Submit."""
+        nodes = self.nodes(observation)
+        boxes = find_all_by_role(nodes, "textbox")
+        box = self.require(boxes[0] if boxes else None, "a text field", observation)
+        submit = self.require(find_by_role_and_name(nodes, "button", "Submit"), "the Submit button", observation)
+        return fill_or_submit([(box, text)], submit)
+
     @staticmethod
     def require(node: AxNode | None, what: str, observation: dict[str, str]) -> AxNode:
         """``node``, or an :class:`ExpertError` saying which element is missing from the page."""
@@ -128,8 +152,10 @@ __all__ = [
     "ExpertPolicy",
     "PolicyLike",
     "find_all_by_role",
+    "fill_or_submit",
     "find_by_role_and_name",
     "get_expert",
+    "goal_match",
     "last_action_targets",
     "parse_axtree",
     "quoted_strings",

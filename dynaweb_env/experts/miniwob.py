@@ -16,25 +16,11 @@ from .base import (
     ExpertPolicy,
     find_all_by_role,
     find_by_role_and_name,
+    goal_match,
     last_action_targets,
     quoted_strings,
     register_expert,
 )
-
-
-def _goal_match(pattern: str, goal: str) -> re.Match[str]:
-    match = re.search(pattern, goal)
-    if match is None:
-        raise ExpertError(f"goal {goal!r} does not match the expected form {pattern!r}")
-    return match
-
-
-def _fill_or_submit(nodes: list[AxNode], fields: list[tuple[AxNode, str]], submit: AxNode) -> tuple[str, str]:
-    """Type each (textbox, text) pair whose value differs, in order; then click ``submit``."""
-    for field, text in fields:
-        if (field.value or "") != text:
-            return f"The field [{field.bid}] must contain {text!r}; I type it.", f"type [{field.bid}] [{text}] [0]"
-    return f"Every field holds its text; I click '{submit.name}' to submit.", f"click [{submit.bid}]"
 
 
 @register_expert
@@ -44,7 +30,7 @@ class ClickButtonExpert(ExpertPolicy):
     task_id = "miniwob.click-button"
 
     def act(self, observation: dict[str, str]) -> tuple[str, str]:
-        name = _goal_match(r'button\s+"([^"]*)"|"([^"]*)"\s+button', observation["goal"])
+        name = goal_match(r'button\s+"([^"]*)"|"([^"]*)"\s+button', observation["goal"])
         name = name.group(1) if name.group(1) is not None else name.group(2)
         button = self.require(
             find_by_role_and_name(self.nodes(observation), "button", name), f"button {name!r}", observation
@@ -77,7 +63,7 @@ class ClickTabExpert(ExpertPolicy):
     task_id = "miniwob.click-tab"
 
     def act(self, observation: dict[str, str]) -> tuple[str, str]:
-        name = _goal_match(r"Click on (Tab #\d+)", observation["goal"]).group(1)
+        name = goal_match(r"Click on (Tab #\d+)", observation["goal"]).group(1)
         nodes = self.nodes(observation)
         target = find_by_role_and_name(nodes, "link", name) or find_by_role_and_name(nodes, "tab", name)
         target = self.require(target, f"tab {name!r}", observation)
@@ -103,12 +89,7 @@ class EnterTextExpert(ExpertPolicy):
     task_id = "miniwob.enter-text"
 
     def act(self, observation: dict[str, str]) -> tuple[str, str]:
-        text = _goal_match(r'Enter "([^"]*)"', observation["goal"]).group(1)
-        nodes = self.nodes(observation)
-        boxes = find_all_by_role(nodes, "textbox")
-        box = self.require(boxes[0] if boxes else None, "a text field", observation)
-        submit = self.require(find_by_role_and_name(nodes, "button", "Submit"), "the Submit button", observation)
-        return _fill_or_submit(nodes, [(box, text)], submit)
+        return self.fill_single_field(observation, goal_match(r'Enter "([^"]*)"', observation["goal"]).group(1))
 
 
 @register_expert
@@ -118,7 +99,7 @@ class EnterPasswordExpert(ExpertPolicy):
     task_id = "miniwob.enter-password"
 
     def act(self, observation: dict[str, str]) -> tuple[str, str]:
-        password = _goal_match(r'password "([^"]*)"', observation["goal"]).group(1)
+        password = goal_match(r'password "([^"]*)"', observation["goal"]).group(1)
         nodes = self.nodes(observation)
         boxes = find_all_by_role(nodes, "textbox")
         if len(boxes) < 2:
@@ -166,7 +147,7 @@ class ClickOptionExpert(ExpertPolicy):
     task_id = "miniwob.click-option"
 
     def act(self, observation: dict[str, str]) -> tuple[str, str]:
-        name = _goal_match(r"^Select (.+) and click Submit\.?$", observation["goal"]).group(1)
+        name = goal_match(r"^Select (.+) and click Submit\.?$", observation["goal"]).group(1)
         nodes = self.nodes(observation)
         radio = self.require(find_by_role_and_name(nodes, "radio", name), f"option {name!r}", observation)
         if not radio.checked:
@@ -182,16 +163,17 @@ class ClickCheckboxesExpert(ExpertPolicy):
     task_id = "miniwob.click-checkboxes"
 
     def act(self, observation: dict[str, str]) -> tuple[str, str]:
-        listed = _goal_match(r"^Select (.*?) and click Submit\.?$", observation["goal"]).group(1)
+        listed = goal_match(r"^Select (.*?) and click Submit\.?$", observation["goal"]).group(1)
         wanted = set() if listed == "nothing" else {name.strip() for name in re.split(r",\s*(?:and\s+)?", listed)}
         nodes = self.nodes(observation)
-        for box in find_all_by_role(nodes, "checkbox"):
+        boxes = find_all_by_role(nodes, "checkbox")
+        missing = wanted - {box.name for box in boxes}
+        if missing:  # checked before any click: on a page that is not the task's, touch nothing
+            raise ExpertError(f"checkboxes {sorted(missing)} are not on the page")
+        for box in boxes:
             if (box.name in wanted) != box.checked:
                 verb = "tick" if box.name in wanted else "untick"
                 return f"The checkbox '{box.name}' [{box.bid}] is not as asked; I {verb} it.", f"click [{box.bid}]"
-        missing = wanted - {box.name for box in find_all_by_role(nodes, "checkbox")}
-        if missing:
-            raise ExpertError(f"checkboxes {sorted(missing)} are not on the page")
         submit = self.require(find_by_role_and_name(nodes, "button", "Submit"), "the Submit button", observation)
         return "Exactly the requested boxes are ticked; I click Submit.", f"click [{submit.bid}]"
 

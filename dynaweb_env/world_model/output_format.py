@@ -10,14 +10,8 @@ Tree mode (the paper's format, appendix A.2, plus two conventions of this projec
     \t[5] StaticText 'Thank you!'
     [Episode ended]
 
-Patch mode (:mod:`~dynaweb_env.world_model.patch`) writes edits in place of the tree::
-
-    [Next page edits]
-    URL: file:///done.html
-    CHANGE [13]: [13] button 'no', focused
-    REMOVE [15]
-    ADD after [17]: \t[23] StaticText 'Thanks!'
-    [Episode ended]
+Patch mode writes :data:`PATCH_HEADER` and edit lines (:data:`EDIT_LINE`, :class:`PatchEdit`) in
+place of the tree; :mod:`~dynaweb_env.world_model.patch` documents the edits with an example.
 
 The prompts (:mod:`~dynaweb_env.world_model.prompts`), the readers
 (:mod:`~dynaweb_env.world_model.parsing`, :mod:`~dynaweb_env.world_model.patch`) and the teacher
