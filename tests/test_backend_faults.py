@@ -264,3 +264,17 @@ def test_vector_env_contains_a_failure_per_sub_env(server):
     _, _, _, truncations, infos = env.step(["dance [1]", "dance [2]"])
     assert not truncations.any() and infos["_task_id"][0] and infos["dream_step"][1] == 2
     env.close()
+
+
+def test_a_raise_in_a_vector_step_changes_no_sub_env():
+    backend = _Exploding()
+    env = DreamWebVectorEnv(
+        num_envs=2, world_model=WebWorldModel(backend), judge=backend, tasks=["miniwob.click-button"]
+    )
+    observations, _ = env.reset(seed=0)
+    actions = [_click({key: values[i] for key, values in observations.items()}) for i in range(2)]
+    with pytest.raises(KeyError):
+        env.step(actions)
+    assert [episode.num_steps for episode in env._episodes] == [0, 0]
+    _, _, _, _, infos = env.step(actions)
+    assert infos["dream_step"].tolist() == [1, 1] and backend.calls == 2

@@ -145,13 +145,13 @@ class DreamWebVectorEnv(VectorEnv):
         infos: dict[str, Any] = {}
 
         stepping: list[int] = []
+        restarts: dict[int, DreamEpisode] = {}  # installed only once the step succeeded, so a raise changes nothing
         for index, episode in enumerate(self._episodes):
             if not episode.done:
                 stepping.append(index)
             elif self.autoreset_mode == AutoresetMode.NEXT_STEP and self._autoreset[index]:
-                restarted = DreamEpisode.begin(choose_start_state(self.start_states, self._env_rngs[index], None))
-                self._episodes[index] = restarted
-                infos = self._add_info(infos, restarted.reset_info(), index)
+                restarts[index] = DreamEpisode.begin(choose_start_state(self.start_states, self._env_rngs[index], None))
+                infos = self._add_info(infos, restarts[index].reset_info(), index)
             else:
                 raise ValueError(
                     f"sub-env {index} has ended; with autoreset_mode=DISABLED reset it with "
@@ -164,6 +164,8 @@ class DreamWebVectorEnv(VectorEnv):
             for index, (_, reward, terminated, truncated, info) in zip(stepping, results, strict=True):
                 rewards[index], terminations[index], truncations[index] = reward, terminated, truncated
                 infos = self._add_info(infos, info, index)
+        for index, restarted in restarts.items():
+            self._episodes[index] = restarted
         self._autoreset = terminations | truncations
         return self._gather_observations(), rewards, terminations, truncations, infos
 
