@@ -22,6 +22,7 @@ from typing import Literal
 from ..axtree import DEFAULT_DIFF_MAX_CHARS, structural_diff, truncate_axtree
 from ..llm.base import Conversation, GenerationBackend, GenerationError, SamplingParams
 from .output_format import CHANGES_HEADER, TREE_HEADER, header_regex
+from .prompts import format_world_model_input
 
 #: Section headers of the teacher's answer. The changes header is the world model's own, so that a
 #: teacher label reads like the first section of a world-model output.
@@ -189,12 +190,11 @@ class TeacherLabeler:
     def build_messages(self, transition: Transition) -> Conversation:
         """The teacher's chat conversation for one transition (system + user message)."""
         cut = self.max_axtree_chars
+        # The world model's own input, then what the teacher alone sees: the real next page.
         parts = [
-            f"OBJECTIVE: {transition.goal}",
-            f"CURRENT URL: {transition.url}",
-            f"CURRENT ACCESSIBILITY TREE:\n{truncate_axtree(transition.axtree, cut)}",
-            f"PREVIOUS ACTION: {transition.previous_action or 'None'}",
-            f"CURRENT ACTION: {transition.action}",
+            format_world_model_input(
+                transition.goal, transition.url, transition.axtree, transition.action, transition.previous_action, cut
+            ),
             f"NEXT URL: {transition.next_url}",
             f"NEXT ACCESSIBILITY TREE:\n{truncate_axtree(transition.next_axtree, cut)}",
         ]
