@@ -53,9 +53,12 @@ def test_readers_resolve_and_writers_store_portably(tmp_path, monkeypatch):
     trajectory = next(t for t in trajectories if t.task_id == "miniwob.click-button")
     assert trajectory.steps[0].url == OTHER_BASE + "click-button.html"
     assert f"url='{OTHER_BASE}click-button.html'" in trajectory.steps[0].axtree
+    trajectory.steps[0].changes = f"The URL changed to {OTHER_BASE}done.html."  # every text field travels
     out = tmp_path / "copy.jsonl"
     write_trajectories(out, [trajectory])
-    assert json.loads(out.read_text())["steps"][0]["url"] == "miniwob:///click-button.html"
+    stored = json.loads(out.read_text())["steps"][0]
+    assert stored["url"] == "miniwob:///click-button.html"
+    assert stored["changes"] == "The URL changed to miniwob:///done.html."
     assert read_trajectories(out)[0].steps == trajectory.steps
 
 

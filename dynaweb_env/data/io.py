@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from . import urls
-from .schema import SchemaError, Trajectory
+from .schema import SchemaError, Step, Trajectory
 from .urls import portable_urls, resolve_urls
 
 PathLike = str | os.PathLike[str]
@@ -114,9 +114,13 @@ def from_hf_dataset(dataset: Iterable[dict[str, Any]]) -> list[Trajectory]:
 
 
 def _map_text(trajectory: Trajectory, rewrite: Callable[[str], str]) -> Trajectory:
-    """A copy of ``trajectory`` whose steps' ``url`` and ``axtree`` went through ``rewrite`` (shared if unchanged)."""
-    steps = [dataclasses.replace(step, url=rewrite(step.url), axtree=rewrite(step.axtree)) for step in trajectory.steps]
-    if all(new.url == old.url and new.axtree == old.axtree for new, old in zip(steps, trajectory.steps, strict=True)):
+    """A copy of ``trajectory`` whose steps' text fields (URL, tree, action, reasoning, changes, error)
+    went through ``rewrite``; the trajectory itself when nothing changed."""
+    names = [field.name for field in dataclasses.fields(Step)]
+    steps = [
+        dataclasses.replace(step, **{name: rewrite(getattr(step, name)) for name in names}) for step in trajectory.steps
+    ]
+    if steps == trajectory.steps:
         return trajectory
     return dataclasses.replace(trajectory, steps=steps)
 

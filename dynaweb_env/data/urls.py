@@ -15,8 +15,9 @@ So trajectory files store the portable form and readers resolve it for the machi
   BrowserGym reads it), else the installed package's pages. Without the ``miniwob`` package the
   portable form is kept.
 
-Both work on any text, so the URL inside a tree's root line (``RootWebArea '...', url='...'``)
-is rewritten with the step's ``url``.
+Both work on any text, and are applied to every text field of a step: the URL inside a tree's root
+line (``RootWebArea '...', url='...'``), a ``goto`` action, or a labelled ``changes`` that names the
+next URL are rewritten with the step's ``url``.
 """
 
 from __future__ import annotations
