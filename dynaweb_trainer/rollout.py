@@ -44,7 +44,6 @@ from .encoding import EncodedEpisode, EpisodeEncoder
 PARK_ACTION = ""
 
 
-
 @dataclass
 class EpisodeResult:
     """One finished episode: its token encoding, what happened, and its reward.

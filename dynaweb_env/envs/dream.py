@@ -285,9 +285,7 @@ def build_dynamics(
     """
     from ..llm import parse_backend_spec  # light: no torch until a backend is built
 
-    validate_dream_kwargs(
-        dream_length, max_new_tokens, judge_max_new_tokens, world_model_temperature, max_axtree_chars
-    )
+    validate_dream_kwargs(dream_length, max_new_tokens, judge_max_new_tokens, world_model_temperature, max_axtree_chars)
     world_model, output_mode = resolve_world_model(world_model, output_mode)
 
     for spec in (world_model, judge):
