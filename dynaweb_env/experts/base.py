@@ -104,8 +104,12 @@ class ExpertPolicy:
         nodes = self.nodes(observation)
         boxes = find_all_by_role(nodes, "textbox")
         box = self.require(boxes[0] if boxes else None, "a text field", observation)
-        submit = self.require(find_by_role_and_name(nodes, "button", "Submit"), "the Submit button", observation)
+        submit = self.button(nodes, "Submit", observation)
         return fill_or_submit([(box, text)], submit)
+
+    def button(self, nodes: list[AxNode], name: str, observation: dict[str, str]) -> AxNode:
+        """The button named ``name`` (exactly), or an :class:`ExpertError` saying it is missing."""
+        return self.require(find_by_role_and_name(nodes, "button", name), f"the {name} button", observation)
 
     @staticmethod
     def require(node: AxNode | None, what: str, observation: dict[str, str]) -> AxNode:

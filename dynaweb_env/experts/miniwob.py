@@ -104,7 +104,7 @@ class EnterPasswordExpert(ExpertPolicy):
         boxes = find_all_by_role(nodes, "textbox")
         if len(boxes) < 2:
             raise ExpertError(f"expected two password fields, found {len(boxes)}")
-        submit = self.require(find_by_role_and_name(nodes, "button", "Submit"), "the Submit button", observation)
+        submit = self.button(nodes, "Submit", observation)
         return _fill_password_fields(observation, [(boxes[0], password), (boxes[1], password)], submit)
 
 
@@ -120,7 +120,7 @@ class LoginUserExpert(ExpertPolicy):
         boxes = find_all_by_role(nodes, "textbox")
         if len(boxes) < 2:
             raise ExpertError(f"expected username and password fields, found {len(boxes)} text fields")
-        login = self.require(find_by_role_and_name(nodes, "button", "Login"), "the Login button", observation)
+        login = self.button(nodes, "Login", observation)
         return _fill_password_fields(observation, [(boxes[0], username), (boxes[1], password)], login)
 
 
@@ -152,7 +152,7 @@ class ClickOptionExpert(ExpertPolicy):
         radio = self.require(find_by_role_and_name(nodes, "radio", name), f"option {name!r}", observation)
         if not radio.checked:
             return f"The option '{name}' is the radio button [{radio.bid}]; I select it.", f"click [{radio.bid}]"
-        submit = self.require(find_by_role_and_name(nodes, "button", "Submit"), "the Submit button", observation)
+        submit = self.button(nodes, "Submit", observation)
         return f"'{name}' is selected; I click Submit.", f"click [{submit.bid}]"
 
 
@@ -174,7 +174,7 @@ class ClickCheckboxesExpert(ExpertPolicy):
             if (box.name in wanted) != box.checked:
                 verb = "tick" if box.name in wanted else "untick"
                 return f"The checkbox '{box.name}' [{box.bid}] is not as asked; I {verb} it.", f"click [{box.bid}]"
-        submit = self.require(find_by_role_and_name(nodes, "button", "Submit"), "the Submit button", observation)
+        submit = self.button(nodes, "Submit", observation)
         return "Exactly the requested boxes are ticked; I click Submit.", f"click [{submit.bid}]"
 
 

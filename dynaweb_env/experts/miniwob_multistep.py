@@ -194,7 +194,7 @@ class ClickCollapsibleExpert(ExpertPolicy):
         section = self.require(sections[0] if sections else None, "a collapsible section", observation)
         if not section.expanded:
             return f"The section '{section.name}' [{section.bid}] is collapsed; I expand it.", f"click [{section.bid}]"
-        submit = self.require(find_by_role_and_name(nodes, "button", "Submit"), "the Submit button", observation)
+        submit = self.button(nodes, "Submit", observation)
         return f"'{section.name}' is expanded; I click Submit [{submit.bid}].", f"click [{submit.bid}]"
 
 
@@ -259,7 +259,7 @@ class UseAutocompleteExpert(ExpertPolicy):
         nodes = self.nodes(observation)
         boxes = find_all_by_role(nodes, "textbox")
         box = self.require(boxes[0] if boxes else None, "the input field", observation)
-        submit = self.require(find_by_role_and_name(nodes, "button", "Submit"), "the Submit button", observation)
+        submit = self.button(nodes, "Submit", observation)
         suggestions = [i for i, node in enumerate(nodes) if node.role == "listitem" and node.bid is not None]
         for index in suggestions:
             text = _text(nodes, index)
