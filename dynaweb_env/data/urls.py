@@ -53,7 +53,7 @@ def portable_urls(text: str) -> str:
     """``text`` with every MiniWoB++ page URL written ``miniwob:///<page>``."""
     text = _RECORDED_BASE.sub(MINIWOB_SCHEME, text)
     base = os.environ.get("MINIWOB_URL")
-    if base and not base.startswith("file:"):  # a served copy, e.g. http://127.0.0.1:8080/miniwob/
+    if base and base.endswith("/"):  # a served or checked-out copy, e.g. http://127.0.0.1:8080/miniwob/
         text = text.replace(base, MINIWOB_SCHEME)
     return text
 
