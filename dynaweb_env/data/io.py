@@ -105,11 +105,12 @@ def to_hf_dataset(trajectories: Iterable[Trajectory]) -> Any:
 def from_hf_dataset(dataset: Iterable[dict[str, Any]]) -> list[Trajectory]:
     """Inverse of :func:`to_hf_dataset`."""
     trajectories = []
+    base = urls.miniwob_pages_url()
     for row in dataset:
         row = dict(row)
         if isinstance(row.get("metadata"), str):
             row["metadata"] = json.loads(row["metadata"])
-        trajectories.append(_map_text(Trajectory.from_dict(row), resolve_urls))
+        trajectories.append(_map_text(Trajectory.from_dict(row), lambda text: resolve_urls(text, base)))
     return trajectories
 
 
