@@ -18,6 +18,7 @@ inverse, :data:`ACTION_DESCRIPTIONS` documents the grammar for prompts, and
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 #: Action name -> list of argument names, in order. The grammar's one definition.
@@ -204,9 +205,86 @@ def describe_actions(names: tuple[str, ...] | None = None) -> str:
     return "\n".join(f"- {ACTION_DESCRIPTIONS[name]}" for name in (names or tuple(ACTION_ARGUMENTS)))
 
 
-_ACTION_HEADER = re.compile(r"(?:^|\n)\s*\**\s*ACTION\s*\**\s*:\s*\**", re.IGNORECASE)
-_NEXT_HEADER = re.compile(r"\n\s*\**\s*[A-Z][A-Z ]{2,}\s*\**\s*:")
-_ACTION_ANYWHERE = re.compile(r"`?\b(" + "|".join(ACTION_ARGUMENTS) + r")\b(?:\s*\[[^\n]*\])?`?")
+# Response reading is written with string operations over lines, not with regular expressions that
+# may backtrack: a response is text a policy generated, and a pattern such as ``\n\s*\**\s*ACTION``
+# searched over 4,000 newlines took minutes. Every function below is linear in the response length.
+_SECTION_NAME = re.compile(r"[A-Z][A-Z ]{2,}")
+_SECTION_NAME_ANY_CASE = re.compile(r"[A-Z][A-Z ]{2,}", re.IGNORECASE)
+_ACTION_WORD = re.compile(r"\b(" + "|".join(ACTION_ARGUMENTS) + r")\b")
+_SPACES = re.compile(r"\s*")
+
+
+def _lines(text: str) -> Iterator[tuple[int, int]]:
+    """``(start, end)`` of every line of ``text`` (``end`` excludes the newline)."""
+    start = 0
+    while (end := text.find("\n", start)) >= 0:
+        yield start, end
+        start = end + 1
+    yield start, len(text)
+
+
+def _section_header(line: str) -> tuple[str, int] | None:
+    """``(name, offset just after the colon)`` if ``line`` opens a section such as ``**ACTION:**``, else ``None``.
+
+    A section line is optional whitespace and ``*`` markers, a name, optional whitespace and ``*``
+    markers, then ``:``. The name is returned as written; callers decide which names count.
+    """
+    body = line.lstrip()
+    body = body.lstrip("*").lstrip()
+    colon = body.find(":")
+    if colon < 0:
+        return None
+    name = body[:colon].rstrip()
+    name = name.rstrip("*").rstrip()
+    return name, len(line) - len(body) + colon + 1
+
+
+def _is_section(line: str, any_case: bool = False) -> bool:
+    """Whether ``line`` opens a section whose name is three or more capital letters and spaces."""
+    header = _section_header(line)
+    if header is None:
+        return False
+    name = header[0]
+    pattern = _SECTION_NAME_ANY_CASE if any_case else _SECTION_NAME
+    if len(name) < 3:
+        # "AB :" is a section too: spaces after a short name count towards its three characters.
+        after = line[line.find(name) + len(name) :]
+        name += " " * (len(after) - len(after.lstrip(" ")))
+    return pattern.fullmatch(name) is not None
+
+
+def _cut_at_next_section(body: str, any_case: bool = False, skip_first_line: bool = False) -> str:
+    """``body`` up to (not including) its first section-header line."""
+    # Lines of only "*" just before a header belong to it (a bold marker opened on its own line).
+    markers_start = -1
+    for number, (start, end) in enumerate(_lines(body)):
+        line = body[start:end]
+        if (number or not skip_first_line) and _is_section(line, any_case):
+            return body[: markers_start if markers_start >= 0 else start]
+        if line.strip().strip("*").strip():
+            markers_start = -1
+        elif markers_start < 0 and number:
+            markers_start = start
+    return body
+
+
+def _grammar_actions(text: str) -> Iterator[str]:
+    """Grammar-looking actions in ``text``, left to right, non-overlapping: a name, then optionally
+    ``[...]`` running to the last ``]`` of the line on which the ``[`` stands."""
+    last_bracket: dict[int, int] = {}  # line end -> position of the line's last "]" (-1: none)
+    position = 0
+    while (word := _ACTION_WORD.search(text, position)) is not None:
+        end = word.end()
+        bracket = _SPACES.match(text, end).end()
+        if bracket < len(text) and text[bracket] == "[":
+            line_end = text.find("\n", bracket)
+            line_end = len(text) if line_end < 0 else line_end
+            if line_end not in last_bracket:
+                last_bracket[line_end] = text.rfind("]", bracket, line_end)
+            if last_bracket[line_end] > bracket:
+                end = last_bracket[line_end] + 1
+        yield text[word.start() : end]
+        position = max(end, word.start() + 1)
 
 
 def extract_action(response: str) -> str:
@@ -217,7 +295,7 @@ def extract_action(response: str) -> str:
     text after the last ``ACTION:`` header, up to the next section header, is returned with
     backticks stripped. Without an ``ACTION:`` header, the last grammar-looking action in the text
     is returned; failing that, the stripped response itself, so that :func:`parse_action` reports
-    what was wrong.
+    what was wrong. Runs in time linear in ``len(response)``.
 
     Args:
         response: The policy's full generated text.
@@ -225,28 +303,46 @@ def extract_action(response: str) -> str:
     Returns:
         The action string, to be passed to :func:`parse_action` (or to an env's ``step``).
     """
-    headers = list(_ACTION_HEADER.finditer(response))
-    if headers:
-        body = response[headers[-1].end() :]
-        next_header = _NEXT_HEADER.search("\n" + body)
-        if next_header:
-            body = ("\n" + body)[: next_header.start()]
-        lines = [line.strip().strip("`").strip() for line in body.strip().splitlines() if line.strip()]
-        candidate = lines[0] if lines else ""
-        inline = _ACTION_ANYWHERE.search(body)
+    action_body_start = -1
+    for start, end in _lines(response):
+        header = _section_header(response[start:end])
+        if header is not None and header[0].lower() == "action":
+            action_body_start = start + header[1]
+    if action_body_start >= 0:
+        body = _cut_at_next_section(response[action_body_start:].lstrip().lstrip("*"))
+        candidate = ""
+        for start, end in _lines(body):
+            line = body[start:end].strip()
+            if line:
+                candidate = line.strip("`").strip()
+                break
+        inline = next(_grammar_actions(body), None)
         if candidate and not _NAME.match(candidate) and inline:
-            candidate = inline.group(0)
+            candidate = inline
         return candidate.strip("`").strip()
-    matches = list(_ACTION_ANYWHERE.finditer(response))
-    if matches:
-        return matches[-1].group(0).strip("`").strip()
+    last = None
+    for last in _grammar_actions(response):  # noqa: B007 - the last one is wanted
+        pass
+    if last is not None:
+        return last.strip("`").strip()
     return response.strip()
 
 
 def extract_reasoning(response: str) -> str:
-    """The text of the ``REASON:`` section of a policy response ("" if there is none)."""
-    match = re.search(r"REASON\s*\**\s*:\s*\**(.*?)(?=\n\s*\**\s*[A-Z][A-Z ]{2,}\s*\**\s*:|\Z)", response, re.S | re.I)
-    return match.group(1).strip() if match else ""
+    """The text of the ``REASON:`` section of a policy response ("" if there is none).
+
+    The section runs from the first ``REASON:`` to the next line that opens a section (any case).
+    Runs in time linear in ``len(response)``.
+    """
+    for word in re.finditer("reason", response, re.IGNORECASE):
+        position = _SPACES.match(response, word.end()).end()
+        while position < len(response) and response[position] == "*":
+            position += 1
+        position = _SPACES.match(response, position).end()
+        if position < len(response) and response[position] == ":":
+            body = response[position + 1 :].lstrip().lstrip("*")
+            return _cut_at_next_section(body, any_case=True, skip_first_line=True).strip()
+    return ""
 
 
 __all__ = [
