@@ -12,7 +12,7 @@ Actions are single strings in the WebArena / NNetNav grammar used by the DynaWeb
 with a message fit to show the policy as ``last_action_error``), :func:`format_action` is its
 inverse, :data:`ACTION_DESCRIPTIONS` documents the grammar for prompts, and
 :func:`extract_action` finds the action inside a whole policy response
-(``REASON: ... ACTION: ...``).
+(``REASON: ... ACTION: ...``), and :func:`read_action` does all of it for an environment step.
 """
 
 from __future__ import annotations
@@ -20,6 +20,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
+
+from .spaces import MAX_ACTION_LENGTH
 
 #: Action name -> list of argument names, in order. The grammar's one definition.
 ACTION_ARGUMENTS: dict[str, tuple[str, ...]] = {
@@ -345,6 +348,65 @@ def extract_reasoning(response: str) -> str:
     return ""
 
 
+#: How much of an unreadable action ``last_action`` repeats.
+MAX_SHOWN_ACTION_LENGTH = 200
+
+
+@dataclass(frozen=True)
+class ReadAction:
+    """What an environment step makes of the text it was given (see :func:`read_action`).
+
+    Attributes:
+        action: The parsed action, or ``None`` if the text holds no valid one.
+        shown: What ``last_action`` shows: the canonical action, or the start of the unreadable text.
+        reasoning: The response's ``REASON:`` section ("" for a bare action).
+        error: Why the text was refused, as ``last_action_error`` shows it ("" if it was read).
+    """
+
+    action: Action | None
+    shown: str
+    reasoning: str = ""
+    error: str = ""
+
+
+def read_action(text: Any, max_length: int = MAX_ACTION_LENGTH) -> ReadAction:
+    """Read the action of one env step, from a bare action or a whole policy response.
+
+    Both envs read actions with this one function, so they accept and refuse the same texts with
+    the same words. The checks, in order: the text must be a string of at most ``max_length``
+    characters (the action space's limit); a text that parses as an action is that action;
+    otherwise the action inside the response (:func:`extract_action`) is parsed.
+
+    Args:
+        text: What was passed to ``step``.
+        max_length: The longest text admitted.
+
+    Returns:
+        A :class:`ReadAction`; ``error`` reads ``"invalid action: ..."`` when ``action`` is ``None``.
+    """
+    if not isinstance(text, str):
+        return ReadAction(None, "", error=f"invalid action: action must be a string, got {type(text).__name__}")
+    if len(text) > max_length:
+        return ReadAction(
+            None,
+            text[:MAX_SHOWN_ACTION_LENGTH],
+            error=f"invalid action: the action is {len(text)} characters long, more than the {max_length} allowed",
+        )
+    try:
+        action = parse_action(text)
+        return ReadAction(action, format_action(action))
+    except ActionParseError as direct_error:
+        extracted = extract_action(text)
+        if extracted == text.strip():
+            return ReadAction(None, extracted[:MAX_SHOWN_ACTION_LENGTH], error=f"invalid action: {direct_error}")
+    reasoning = extract_reasoning(text)
+    try:
+        action = parse_action(extracted)
+    except ActionParseError as error:
+        return ReadAction(None, extracted[:MAX_SHOWN_ACTION_LENGTH], reasoning, f"invalid action: {error}")
+    return ReadAction(action, format_action(action), reasoning)
+
+
 __all__ = [
     "ACTION_ARGUMENTS",
     "ACTION_DESCRIPTIONS",
@@ -356,4 +418,7 @@ __all__ = [
     "describe_actions",
     "extract_action",
     "extract_reasoning",
+    "MAX_SHOWN_ACTION_LENGTH",
+    "ReadAction",
+    "read_action",
 ]

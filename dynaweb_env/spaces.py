@@ -19,6 +19,9 @@ OBSERVATION_KEYS: tuple[str, ...] = ("goal", "url", "axtree", "last_action", "la
 #: tens of thousands of characters; the limit only guards against unbounded growth.
 MAX_TEXT_LENGTH = 200_000
 
+#: Longest action string (a whole policy response included) the action space admits.
+MAX_ACTION_LENGTH = 4096
+
 # Characters `sample()` draws from: printable ASCII is enough to exercise a policy; `contains()`
 # accepts any Unicode string regardless.
 _SAMPLE_CHARSET = string.ascii_letters + string.digits + string.punctuation + " \n"
@@ -81,7 +84,28 @@ def web_action_space() -> WebText:
     Any string is a member, since malformed actions are part of the game: they cost a step and set
     ``last_action_error`` instead of raising.
     """
-    return WebText(max_length=4096)
+    return WebText(max_length=MAX_ACTION_LENGTH)
 
 
-__all__ = ["OBSERVATION_KEYS", "MAX_TEXT_LENGTH", "WebText", "web_observation_space", "web_action_space"]
+def fit_observation(observation: dict[str, str]) -> dict[str, str]:
+    """``observation`` with every field cut to :data:`MAX_TEXT_LENGTH`, so that it lies in the observation space.
+
+    The tree is cut at a line boundary with a note saying how much was cut (as every tree cut is);
+    other fields are cut at the limit.
+    """
+    from .observation import truncate_axtree  # observation imports this module
+
+    fitted = {key: value[:MAX_TEXT_LENGTH] for key, value in observation.items()}
+    fitted["axtree"] = truncate_axtree(observation["axtree"], MAX_TEXT_LENGTH)
+    return fitted
+
+
+__all__ = [
+    "OBSERVATION_KEYS",
+    "MAX_ACTION_LENGTH",
+    "MAX_TEXT_LENGTH",
+    "WebText",
+    "fit_observation",
+    "web_observation_space",
+    "web_action_space",
+]

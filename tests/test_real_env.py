@@ -15,7 +15,9 @@ from gymnasium.utils.env_checker import check_env
 from gymnasium.vector import AutoresetMode
 
 import dynaweb_env  # noqa: F401  (registers the envs)
-from dynaweb_env.envs.real import RealWebEnv, normalize_key_combination, url_in_domains
+from dynaweb_env.envs.browsergym_adapter import normalize_key_combination
+from dynaweb_env.envs.real import RealWebEnv
+from dynaweb_env.navigation import url_in_domains
 from dynaweb_env.experts import find_all_by_role, get_expert, parse_axtree
 from dynaweb_env.spaces import OBSERVATION_KEYS, web_action_space, web_observation_space
 
@@ -64,7 +66,6 @@ def test_key_combinations_use_playwright_names(keys: str, expected: str) -> None
 @pytest.mark.parametrize(
     ("url", "domains", "allowed"),
     [
-        ("file:///tmp/a.html", ["file://"], True),
         ("file:///tmp/a.html", ["localhost"], False),
         ("http://localhost:7770/x", ["localhost:7770"], True),
         ("http://localhost:9999/x", ["localhost:7770"], False),
@@ -73,7 +74,8 @@ def test_key_combinations_use_playwright_names(keys: str, expected: str) -> None
         ("https://example.com.evil.org/a", ["example.com"], False),
         ("https://evil.org/?q=example.com", ["example.com"], False),
         ("http://example.com/", ["http://example.com"], True),
-        ("about:blank", [], True),
+        ("about:blank", [], False),  # hosts only: blank pages are the navigation policy's business
+        ("http://localhost:abc/", ["localhost"], False),
     ],
 )
 def test_url_in_domains(url: str, domains: list[str], allowed: bool) -> None:
@@ -172,7 +174,7 @@ BAD_ACTIONS = [
     ("type [15]", "takes 3"),
     ("scroll [sideways]", "up or down"),
     ("click [999]", "999"),  # parses, but no such element on the page
-    ("tab_focus [7]", "Error"),  # parses, but there is no 8th tab
+    ("tab_focus [7]", "there is no tab 7; the open tabs are 0"),  # parses, but there is no 8th tab
     (None, "must be a string"),
 ]
 
@@ -210,9 +212,11 @@ def test_navigation_outside_allowed_domains_is_refused(real_web_env: gym.Env) ->
     assert observation["url"] == url and not terminated and not truncated
 
     # A navigation the pre-check cannot see (a script on the page) is stopped by the request guard.
-    real_web_env.unwrapped.page.evaluate(
-        "() => { for (const b of document.querySelectorAll('button')) "
-        "b.onclick = (e) => { e.stopImmediatePropagation(); location.href = 'http://example.com/'; }; }"
+    real_web_env.unwrapped.run_in_browser(
+        lambda page: page.evaluate(
+            "() => { for (const b of document.querySelectorAll('button')) "
+            "b.onclick = (e) => { e.stopImmediatePropagation(); location.href = 'http://example.com/'; }; }"
+        )
     )
     observation, _, _, _, info = real_web_env.step(f"click [{_bid(observation, 'button')}]")
     assert "example.com/ refused" in observation["last_action_error"]  # Chromium may upgrade it to https

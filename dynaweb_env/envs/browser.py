@@ -1,21 +1,23 @@
-"""Launching Debian Chromium for BrowserGym, one Playwright instance per process.
+"""Launching Debian Chromium for BrowserGym, one Playwright instance per thread.
 
 BrowserGym launches two browsers per environment reset (the task's page and a chat window) from a
 module-level Playwright instance, and only the first launch honours ``pw_chromium_kwargs``.
 Playwright cannot download its own browser on the machines DynaWeb targets, so
-:func:`ensure_playwright` starts Playwright itself, wraps ``chromium.launch`` so that *every*
-launch uses the system Chromium with the flags below, and hands the instance to
-``browsergym.core._set_global_playwright``.
+:func:`ensure_playwright` starts Playwright itself and wraps ``chromium.launch`` so that *every*
+launch uses the system Chromium with the flags below.
 
-Playwright's sync API belongs to the thread and process that started it. ``AsyncVectorEnv`` forks
-one worker process per env, and a forked child must not reuse its parent's instance, so the
-instance is created lazily and re-created when the process id changes.
+Playwright's sync API belongs to the thread (and process) that started it, and BrowserGym's one
+process-wide instance, replaced by whichever thread used it last, breaks every host that runs envs
+on several threads. So the instance here is *per thread*: BrowserGym's lookup is redirected to
+:func:`ensure_playwright`, which starts one for the calling thread on first use (and a new one in a
+forked child, which must not reuse its parent's). ``RealWeb-v0`` runs each env's browser on a
+dedicated thread of its own (:class:`~dynaweb_env.envs.browser_thread.BrowserThread`).
 
 BrowserGym closes and relaunches both browsers at every reset. The wrapper keeps a closed browser
 (all its contexts closed, so no page state survives) and hands it to the next launch with the same
-arguments, which roughly halves a reset; ``DYNAWEB_REUSE_BROWSERS=0`` turns this off. It also
-records the process id of each browser (:func:`browser_pid`) so that a hung or crashed browser is
-killed with its whole process tree (:func:`close_browser`, :func:`kill_process_tree`).
+arguments on the same thread, which roughly halves a reset; ``DYNAWEB_REUSE_BROWSERS=0`` turns this
+off. It also records the process id of each browser (:func:`browser_pid`) so that a hung or crashed
+browser is killed with its whole process tree (:func:`close_browser`, :func:`kill_process_tree`).
 """
 
 from __future__ import annotations
@@ -58,10 +60,9 @@ class BrowserCrashedError(RuntimeError):
     """The browser process died or stopped answering during an episode."""
 
 
-_lock = threading.Lock()
-_playwright_owner: tuple[int, int] | None = None  # (pid, thread id) that started _playwright
-_playwright: Any = None
-#: Most closed browsers kept per process for reuse (each env uses two: its page and its chat).
+_lock = threading.Lock()  # guards _tracked, which every thread reads (pids for watchdogs)
+_launch_lock = threading.Lock()
+#: Most closed browsers kept per thread for reuse (each env uses two: its page and its chat).
 MAX_IDLE_BROWSERS = 8
 
 
@@ -73,7 +74,18 @@ class _TrackedBrowser:
 
 
 _tracked: dict[int, _TrackedBrowser] = {}  # id(Browser) ->
-_idle: list[tuple[str, Any]] = []  # (launch key, Browser) closed by BrowserGym, kept for reuse
+
+
+class _ThreadPlaywright(threading.local):
+    """The calling thread's Playwright instance and the closed browsers it keeps for reuse."""
+
+    def __init__(self) -> None:
+        self.playwright: Any = None
+        self.pid = 0  # process that started it: a forked child must start its own
+        self.idle: list[tuple[str, Any]] = []  # (launch key, Browser) closed by BrowserGym, kept for reuse
+
+
+_local = _ThreadPlaywright()
 
 
 def find_chromium() -> str:
@@ -116,32 +128,54 @@ def setup_miniwob_url() -> str:
 
 
 def ensure_playwright() -> Any:
-    """The Playwright instance of this process and thread, started (and given to BrowserGym) on first use.
+    """The Playwright instance of the calling thread, started on first use (BrowserGym's lookups get it too).
 
     Every ``chromium.launch`` made through it, BrowserGym's chat window included, runs
-    :func:`find_chromium`'s executable with :data:`CHROMIUM_FLAGS` added.
+    :func:`find_chromium`'s executable with :data:`CHROMIUM_FLAGS` added. Call
+    :func:`stop_playwright` on the same thread when done with it.
     """
-    global _playwright, _playwright_owner
-    owner = (os.getpid(), threading.get_ident())
-    with _lock:
-        if _playwright is None or _playwright_owner != owner:
-            executable = find_chromium()
-            from browsergym.core import _set_global_playwright
-            from playwright.sync_api import sync_playwright
+    if _local.playwright is None or _local.pid != os.getpid():
+        executable = find_chromium()
+        from playwright.sync_api import sync_playwright
 
-            # An instance inherited through fork belongs to the parent: drop it without stopping it.
-            _tracked.clear()
-            _idle.clear()
-            _cheap_playwright_stack_capture()
-            playwright = sync_playwright().start()
-            _wrap_launch(playwright.chromium, executable)
-            _playwright, _playwright_owner = playwright, owner
-            if owner[1] == threading.main_thread().ident:
-                atexit.register(_stop_playwright, playwright, owner)
-        from browsergym.core import _set_global_playwright
+        _redirect_browsergym_playwright()
+        # An instance inherited through fork belongs to the parent: drop it without stopping it.
+        _local.idle = []
+        _cheap_playwright_stack_capture()
+        playwright = sync_playwright().start()
+        _wrap_launch(playwright.chromium, executable)
+        _local.playwright, _local.pid = playwright, os.getpid()
+        if threading.current_thread() is threading.main_thread():
+            atexit.register(_stop_at_exit, playwright)
+    return _local.playwright
 
-        _set_global_playwright(_playwright)
-        return _playwright
+
+def stop_playwright() -> None:
+    """Close the calling thread's idle browsers and stop its Playwright instance (if it has one)."""
+    playwright, _local.playwright = _local.playwright, None
+    if playwright is None or _local.pid != os.getpid():
+        return
+    close_idle_browsers()
+    try:
+        playwright.stop()
+    except Exception:  # noqa: BLE001 - a driver that already died has nothing left to stop
+        pass
+
+
+def _stop_at_exit(playwright: Any) -> None:
+    if _local.playwright is playwright:
+        stop_playwright()
+
+
+def _redirect_browsergym_playwright() -> None:
+    # BrowserGym's env and chat modules look the instance up through a module-level function that
+    # returns one process-wide instance; point both at the calling thread's instead.
+    import browsergym.core.chat as browsergym_chat
+    import browsergym.core.env as browsergym_env
+
+    for module in (browsergym_env, browsergym_chat):
+        if module._get_global_playwright is not ensure_playwright:
+            module._get_global_playwright = ensure_playwright
 
 
 def _wrap_launch(browser_type: Any, executable: str) -> None:
@@ -155,11 +189,13 @@ def _wrap_launch(browser_type: Any, executable: str) -> None:
         reused = _take_idle(key)
         if reused is not None:
             return reused
-        before = set(_chromium_roots())
-        browser = original_launch(**kwargs)
-        # Launches are sequential within one Playwright instance, so the one new root is this browser.
-        new_roots = [pid for pid in _chromium_roots() if pid not in before]
-        _tracked[id(browser)] = _TrackedBrowser(new_roots[0] if new_roots else None, key, browser.close)
+        # One launch at a time in the whole process (threads included), so the one new root is this browser.
+        with _launch_lock:
+            before = set(_chromium_roots())
+            browser = original_launch(**kwargs)
+            new_roots = [pid for pid in _chromium_roots() if pid not in before]
+        with _lock:
+            _tracked[id(browser)] = _TrackedBrowser(new_roots[0] if new_roots else None, key, browser.close)
         browser.close = lambda **close_kwargs: _release(browser, **close_kwargs)
         return browser
 
@@ -167,10 +203,10 @@ def _wrap_launch(browser_type: Any, executable: str) -> None:
 
 
 def _take_idle(key: str) -> Any:
-    for index, (idle_key, browser) in enumerate(_idle):
+    for index, (idle_key, browser) in enumerate(_local.idle):
         if idle_key != key:
             continue
-        del _idle[index]
+        del _local.idle[index]
         if browser.is_connected() and _process_alive(browser_pid(browser)):
             return browser
         close_browser(browser)
@@ -182,7 +218,7 @@ def _release(browser: Any, **close_kwargs: Any) -> None:
     # BrowserGym closes and relaunches both of its browsers at every reset (~1 s each here). Keeping
     # them for the next launch, with every context closed, gives the same isolation for less.
     tracked = _tracked.get(id(browser))
-    if tracked is None or not browser_reuse_enabled() or len(_idle) >= MAX_IDLE_BROWSERS:
+    if tracked is None or not browser_reuse_enabled() or len(_local.idle) >= MAX_IDLE_BROWSERS:
         close_browser(browser, **close_kwargs)
         return
     try:
@@ -192,7 +228,7 @@ def _release(browser: Any, **close_kwargs: Any) -> None:
         close_browser(browser)
         return
     if browser.is_connected():
-        _idle.append((tracked.key, browser))
+        _local.idle.append((tracked.key, browser))
     else:
         close_browser(browser)
 
@@ -206,8 +242,9 @@ def close_browser(browser: Any, **close_kwargs: Any) -> None:
     """Really close a browser launched through :func:`ensure_playwright`, killing its processes if needed."""
     if browser is None:
         return
-    _idle[:] = [(key, idle) for key, idle in _idle if idle is not browser]
-    tracked = _tracked.pop(id(browser), None)
+    _local.idle[:] = [(key, idle) for key, idle in _local.idle if idle is not browser]
+    with _lock:
+        tracked = _tracked.pop(id(browser), None)
     close = tracked.close if tracked is not None else browser.close
     try:
         close(**close_kwargs)
@@ -218,8 +255,8 @@ def close_browser(browser: Any, **close_kwargs: Any) -> None:
 
 
 def close_idle_browsers() -> None:
-    """Really close every browser kept for reuse in this process."""
-    for _, browser in list(_idle):
+    """Really close every browser the calling thread keeps for reuse."""
+    for _, browser in list(_local.idle):
         close_browser(browser)
 
 
@@ -269,7 +306,8 @@ def _chromium_roots() -> list[int]:
 
 def browser_pid(browser: Any) -> int | None:
     """The pid of the main process of a browser launched through :func:`ensure_playwright` (or ``None``)."""
-    tracked = _tracked.get(id(browser)) if browser is not None else None
+    with _lock:
+        tracked = _tracked.get(id(browser)) if browser is not None else None
     return tracked.pid if tracked is not None else None
 
 
@@ -309,18 +347,6 @@ def live_chromium_pids(root_pid: int | None = None) -> list[int]:
     return alive
 
 
-def _stop_playwright(playwright: Any, owner: tuple[int, int]) -> None:
-    global _playwright
-    if (os.getpid(), threading.get_ident()) != owner:
-        return
-    try:
-        playwright.stop()
-    except Exception:  # noqa: BLE001 - interpreter shutdown: nothing left to report to
-        pass
-    if _playwright is playwright:
-        _playwright = None
-
-
 __all__ = [
     "CHROMIUM_FLAGS",
     "MAX_IDLE_BROWSERS",
@@ -337,4 +363,5 @@ __all__ = [
     "live_chromium_pids",
     "miniwob_base_url",
     "setup_miniwob_url",
+    "stop_playwright",
 ]

@@ -6,54 +6,46 @@ from BrowserGym's accessibility tree to DynaWeb's text observation (:mod:`dynawe
 Everything that can go wrong in a browser (a malformed action, a missing element, a refused
 navigation, a crashed or hung browser) is reported in the observation and ``info`` instead of
 raised, so a policy in training can never crash a step.
+
+Each env runs its browser on a thread of its own (:class:`~.browser_thread.BrowserThread`) and
+marshals every call to it, so its methods may be called from any thread and many envs may run on
+many threads in one process.
 """
 
 from __future__ import annotations
 
-import importlib
-import threading
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import Any
-from urllib.parse import urljoin, urlsplit
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any, TypeVar
 
 import gymnasium as gym
 import numpy as np
 
-from ..actions import Action, ActionParseError, extract_action, format_action, parse_action
-from ..observation import clean_axtree, make_observation, render_observation, truncate_axtree
-from ..spaces import MAX_TEXT_LENGTH, web_action_space, web_observation_space
-from .browser import (
-    browser_pid,
-    close_browser,
-    close_idle_browsers,
-    ensure_playwright,
-    kill_process_tree,
-    setup_miniwob_url,
+from ..actions import Action, read_action
+from ..navigation import NavigationPolicy
+from ..observation import clean_axtree, make_observation, render_observation
+from ..spaces import fit_observation, web_action_space, web_observation_space
+from .browser import browser_pid, close_browser, ensure_playwright, kill_process_tree
+from .browser_thread import BrowserThread
+from .browsergym_adapter import (
+    MAX_PAGE_ELEMENTS,
+    check_task_id,
+    flatten_axtree,
+    in_memory_chat,
+    make_browser_env,
+    to_browsergym_call,
 )
 
-#: The element timeout BrowserGym writes into its action functions (replaced by ``element_timeout_ms``).
-_BROWSERGYM_ELEMENT_TIMEOUT = "timeout=500"
+T = TypeVar("T")
+
 #: Longest error message kept in ``last_action_error`` (Playwright timeouts carry long call logs).
 MAX_ERROR_LENGTH = 1000
-
-#: Key names a policy may write in lower case, mapped to Playwright's spelling.
-_KEY_NAMES = {
-    "enter": "Enter", "return": "Enter", "tab": "Tab", "escape": "Escape", "esc": "Escape",
-    "backspace": "Backspace", "delete": "Delete", "del": "Delete", "space": "Space", "home": "Home",
-    "end": "End", "pageup": "PageUp", "pagedown": "PageDown", "insert": "Insert",
-    "arrowup": "ArrowUp", "arrowdown": "ArrowDown", "arrowleft": "ArrowLeft", "arrowright": "ArrowRight",
-    "up": "ArrowUp", "down": "ArrowDown", "left": "ArrowLeft", "right": "ArrowRight",
-    "ctrl": "Control", "control": "Control", "alt": "Alt", "shift": "Shift", "meta": "Meta", "cmd": "Meta",
-    "controlormeta": "ControlOrMeta",
-}  # fmt: skip
+#: Seconds a call that outlived its limit gets to return once its browser is killed; after that
+#: its thread is abandoned and the env starts a new one.
+ABANDON_AFTER_S = 10.0
 
 # The URL a click on an element would open: its own or its enclosing link's href.
 _LINK_TARGET_JS = "e => { const a = e.closest('a[href]'); return a ? a.href : null; }"
-
-# URLs a page may always show: new tabs start blank, and error pages are where refusals land.
-_ALWAYS_ALLOWED_SCHEMES = ("about", "data", "blob", "chrome-error")
 
 
 class RealWebEnv(gym.Env[dict, str]):
@@ -68,22 +60,34 @@ class RealWebEnv(gym.Env[dict, str]):
 
     ## Action Space
 
-    ``web_action_space()``: one string. It may be a bare action (``click [13]``) or a whole policy
-    response (``REASON: ... ACTION: click [13]``); :func:`~dynaweb_env.actions.extract_action` finds
-    the action. Actions map to BrowserGym calls: ``click [id]`` -> ``click``, ``type [id] [text] [1]``
-    -> ``fill`` then ``press Enter`` (``[0]``: no Enter), ``hover``, ``press [keys]`` ->
-    ``keyboard_press``, ``scroll [up|down]`` -> wheel by 90% of the viewport height, ``new_tab``,
-    ``tab_focus [i]``, ``close_tab``, ``goto [url]``, ``go_back``, ``go_forward``, and
-    ``stop [answer]`` -> ``send_msg_to_user(answer)``. An action that does not parse, names a
-    missing element or would leave ``allowed_domains`` costs a step, sets ``last_action_error`` and
-    the episode goes on.
+    ``web_action_space()``: one string of at most 4,096 characters. It may be a bare action
+    (``click [13]``) or a whole policy response (``REASON: ... ACTION: click [13]``);
+    :func:`~dynaweb_env.actions.read_action` finds the action. Actions map to BrowserGym calls:
+    ``click [id]`` -> ``click``, ``type [id] [text] [1]`` -> ``fill`` then ``press Enter`` (``[0]``:
+    no Enter), ``hover``, ``press [keys]`` -> ``keyboard_press``, ``scroll [up|down]`` -> wheel by
+    90% of the viewport height, ``new_tab``, ``tab_focus [i]``, ``close_tab``, ``goto [url]``,
+    ``go_back``, ``go_forward``, and ``stop [answer]`` -> ``send_msg_to_user(answer)``. An action
+    that does not parse, is longer than the space admits, names a missing element or tab, would
+    close the last tab or open more than ``max_tabs``, or would navigate where the task does not
+    live costs a step, sets ``last_action_error`` and the episode goes on.
+
+    Navigation is confined to the task (:class:`~dynaweb_env.navigation.NavigationPolicy`): its
+    hosts, or for local pages the directory of its start page. ``goto`` and clicks on links are
+    checked before they run; every other navigation (scripts, forms, redirects, pop-ups, a page's
+    ``javascript:`` links) is stopped inside the browser, where the request is answered with
+    "204 No Content", so the page stays as it was; a tab that still shows a refused address is
+    sent back or closed. ``data:``, ``blob:``, ``javascript:`` and browser-internal addresses are
+    never navigated to.
 
     ## Observation Space
 
     ``web_observation_space()``: a ``Dict`` of text fields ``goal`` (the task query), ``url`` (the
     active page), ``axtree`` (BrowserGym's flattened accessibility tree, ``[bid] role 'name'`` lines
     indented by depth with tabs, ``InlineTextBox`` / ``LineBreak`` lines dropped), ``last_action``
-    (the action as executed, canonical form) and ``last_action_error`` ("" if none).
+    (the action as executed, canonical form) and ``last_action_error`` ("" if none). Every field
+    fits the space: the tree keeps at most 20,000 nodes, 200 levels deep, before it is flattened,
+    and is cut to 200,000 characters; a page with more than ``max_page_elements`` elements is not
+    extracted at all, and its tree is one line that says so.
 
     ## Starting State
 
@@ -110,7 +114,8 @@ class RealWebEnv(gym.Env[dict, str]):
     ```python
     gym.make("RealWeb-v0", task="miniwob.click-button", tasks=None, max_steps=10,
              allowed_domains=None, headless=True, action_timeout_ms=None, element_timeout_ms=2000,
-             step_timeout_s=60.0, reset_timeout_s=120.0, pre_observation_delay=0.5, render_mode=None)
+             step_timeout_s=60.0, reset_timeout_s=120.0, pre_observation_delay=0.5, max_tabs=8,
+             max_page_elements=50_000, render_mode=None)
     ```
 
     * ``task``: a BrowserGym task id (``miniwob.<name>``; ``webarena.<n>`` etc. once that benchmark
@@ -118,8 +123,8 @@ class RealWebEnv(gym.Env[dict, str]):
     * ``tasks``: task ids to sample one from per reset (overrides ``task``).
     * ``max_steps``: steps before truncation (paper: 10).
     * ``allowed_domains``: hosts (``"localhost:7770"``, ``"example.com"`` also admits its
-      subdomains) or ``"file://"``. Navigation elsewhere is refused. Default: the start page's
-      host, or ``"file://"`` for local pages.
+      subdomains), ``file:`` directory URLs, or ``"file://"`` for the start page's directory.
+      Default: the start page's host, or its directory for local pages.
     * ``headless``: run Chromium without a window.
     * ``action_timeout_ms``: Playwright timeout per operation (default: the task's, 5 s for MiniWoB++).
     * ``element_timeout_ms``: how long an action waits for its element to be actionable (visible,
@@ -130,6 +135,8 @@ class RealWebEnv(gym.Env[dict, str]):
     * ``reset_timeout_s``: the same for a reset (which then retries once on a new browser, and
       raises if that fails too).
     * ``pre_observation_delay``: seconds to let the page settle after an action (BrowserGym's).
+    * ``max_tabs``: most tabs open at once (``new_tab`` beyond it is refused).
+    * ``max_page_elements``: pages with more DOM elements are not extracted (see above).
     * ``render_mode``: ``"ansi"`` makes ``render()`` return the observation as the policy sees it.
 
     ``info`` holds ``task_id``, ``task_seed``, ``source="real"``, ``changes=""`` (the real env does
@@ -155,33 +162,18 @@ class RealWebEnv(gym.Env[dict, str]):
         step_timeout_s: float = 60.0,
         reset_timeout_s: float = 120.0,
         pre_observation_delay: float = 0.5,
+        max_tabs: int = 8,
+        max_page_elements: int = MAX_PAGE_ELEMENTS,
         render_mode: str | None = None,
     ):
-        if tasks is not None:
-            if isinstance(tasks, str) or not tasks or not all(isinstance(t, str) for t in tasks):
-                raise ValueError(f"tasks must be a non-empty list of task ids, got {tasks!r}")
-            tasks = list(tasks)
-        for task_id in tasks or [task]:
-            check_task_id(task_id)
-        if not isinstance(max_steps, int) or max_steps < 1:
-            raise ValueError(f"max_steps must be a positive integer, got {max_steps!r}")
-        if allowed_domains is not None and (
-            isinstance(allowed_domains, str) or not all(isinstance(d, str) and d for d in allowed_domains)
-        ):
-            raise ValueError(f"allowed_domains must be a list of non-empty strings, got {allowed_domains!r}")
-        if action_timeout_ms is not None and action_timeout_ms <= 0:
-            raise ValueError(f"action_timeout_ms must be positive, got {action_timeout_ms}")
-        if not isinstance(element_timeout_ms, int) or element_timeout_ms <= 0:
-            raise ValueError(f"element_timeout_ms must be a positive integer, got {element_timeout_ms!r}")
-        if step_timeout_s <= 0 or reset_timeout_s <= 0:
-            raise ValueError(f"timeouts must be positive, got {step_timeout_s=} and {reset_timeout_s=}")
-        if pre_observation_delay < 0:
-            raise ValueError(f"pre_observation_delay must be >= 0, got {pre_observation_delay}")
+        _validate_arguments(
+            tasks or [task], tasks, max_steps, allowed_domains, action_timeout_ms, element_timeout_ms,
+            (step_timeout_s, reset_timeout_s, pre_observation_delay), (max_tabs, max_page_elements),
+        )  # fmt: skip
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
-
         self.task = task
-        self.tasks = tasks
+        self.tasks = list(tasks) if tasks is not None else None
         self.max_steps = max_steps
         self.allowed_domains = list(allowed_domains) if allowed_domains is not None else None
         self.headless = headless
@@ -190,10 +182,13 @@ class RealWebEnv(gym.Env[dict, str]):
         self.step_timeout_s = step_timeout_s
         self.reset_timeout_s = reset_timeout_s
         self.pre_observation_delay = pre_observation_delay
+        self.max_tabs = max_tabs
+        self.max_page_elements = max_page_elements
         self.render_mode = render_mode
         self.observation_space = web_observation_space()
         self.action_space = web_action_space()
 
+        self._thread: BrowserThread | None = None  # owns the browser; every browser call runs on it
         self._browser_env: Any = None  # BrowserGym's BrowserEnv, for the task self._browser_env_task
         self._browser_env_task = ""
         self._task_id = ""
@@ -202,7 +197,7 @@ class RealWebEnv(gym.Env[dict, str]):
         self._step_count = 0
         self._observation: dict[str, str] | None = None
         self._broken = False  # the browser crashed or hung: relaunch at next reset
-        self._domains: list[str] = []
+        self._policy = NavigationPolicy()
         self._refused_navigations: list[str] = []
 
     # ------------------------------------------------------------------ Gymnasium API
@@ -230,15 +225,13 @@ class RealWebEnv(gym.Env[dict, str]):
         self._observation = None  # a reset that raises leaves no episode to step in
 
         try:
-            browser_obs, browser_info = self._open_task()
+            observation, task_info = self._in_browser(self._open_task, self.reset_timeout_s)
         except Exception:  # noqa: BLE001 - one retry on a fresh browser, then let the error out
             self._discard_browser()
-            browser_obs, browser_info = self._open_task()
-
+            observation, task_info = self._in_browser(self._open_task, self.reset_timeout_s)
         self._step_count = 0
-        self._goal = browser_obs.get("goal", "")
-        self._observation = self._to_observation(browser_obs, last_action="", last_action_error="")
-        return self._observation, self._info(browser_info.get("task_info", {}), error="")
+        self._observation = observation
+        return self._observation, self._info(task_info, error="")
 
     def step(self, action: str) -> tuple[dict, float, bool, bool, dict]:
         """Execute one action (or the action inside a whole policy response); never raises on bad input."""
@@ -251,42 +244,25 @@ class RealWebEnv(gym.Env[dict, str]):
             observation = {**self._observation, "last_action_error": "the browser crashed earlier; call reset()"}
             return observation, 0.0, False, True, self._info({}, error="browser crashed earlier")
 
-        text = action if isinstance(action, str) else ""
-        extracted = extract_action(text)
+        read = read_action(action, self.action_space.max_length)
+        if read.action is None:
+            return self._refuse(read.shown, read.error, truncated_by_limit)
+        parsed = read.action
         try:
-            parsed = parse_action(extracted) if isinstance(action, str) else None
-            if parsed is None:
-                raise ActionParseError(f"action must be a string, got {type(action).__name__}")
-            last_action = format_action(parsed)
-        except ActionParseError as error:
-            return self._refuse(extracted[:200], f"invalid action: {error}", truncated_by_limit)
-
-        self._refused_navigations.clear()
-        try:
-            outcome = self._run_with_watchdog(lambda: self._execute(parsed), self.step_timeout_s)
+            outcome = self._in_browser(lambda: self._execute(parsed, read.shown), self.step_timeout_s)
         except Exception as error:  # noqa: BLE001 - any browser failure ends the episode, never the caller
             self._broken = True
             message = f"browser failure: {type(error).__name__}: {_first_line(str(error))}"
-            observation = {**self._observation, "last_action": last_action, "last_action_error": message}
+            observation = {**self._observation, "last_action": read.shown, "last_action_error": message}
             self._observation = observation
             return observation, 0.0, False, True, self._info({}, error=message)
         if isinstance(outcome, str):  # refused before it reached the page
-            return self._refuse(last_action, outcome, truncated_by_limit)
+            return self._refuse(read.shown, outcome, truncated_by_limit)
 
-        browser_obs, reward, done, _, browser_info = outcome
-        error = _shorten(browser_obs.get("last_action_error", ""))
-        if self._refused_navigations:
-            error = self._refusal_message(self._refused_navigations[0])
-        self._observation = self._to_observation(browser_obs, last_action=last_action, last_action_error=error)
+        self._observation, reward, done, task_info = outcome
         terminated = bool(done) or parsed.is_stop
         reward = float(np.clip(float(reward or 0.0), 0.0, 1.0))
-        return (
-            self._observation,
-            reward,
-            terminated,
-            truncated_by_limit and not terminated,
-            self._info(browser_info.get("task_info", {}), error=""),
-        )
+        return self._observation, reward, terminated, truncated_by_limit and not terminated, self._info(task_info, "")
 
     def render(self) -> str | None:
         """The current observation as the policy sees it (``render_mode="ansi"``)."""
@@ -296,18 +272,26 @@ class RealWebEnv(gym.Env[dict, str]):
         return render_observation(self._observation) if self._observation is not None else ""
 
     def close(self) -> None:
-        """Close the browsers of this env (and any kept for reuse); kills them if they do not close cleanly."""
+        """Close this env's browsers and end its browser thread; kills them if they do not close cleanly."""
         self._discard_browser()
-        close_idle_browsers()
+        thread, self._thread = self._thread, None
+        if thread is not None and not thread.close(timeout=30.0):
+            for pid in self.browser_pids:
+                kill_process_tree(pid)
         self._observation = None
         super().close()
 
     # ------------------------------------------------------------------ browser management
 
-    @property
-    def page(self) -> Any:
-        """The active Playwright page (``None`` before the first reset), for debugging and tests."""
-        return self._browser_env.page if self._browser_env is not None else None
+    def run_in_browser(self, function: Callable[[Any], T]) -> T:
+        """``function(page)`` on the active Playwright page, run on this env's browser thread.
+
+        For tests, debugging and harnesses that set up a page; what it does to the page is not checked
+        against the navigation policy. Raises ``gym.error.ResetNeeded`` before the first reset.
+        """
+        if self._browser_env is None:
+            raise gym.error.ResetNeeded("call reset() before run_in_browser()")
+        return self._in_browser(lambda: function(self._browser_env.page), self.step_timeout_s)
 
     @property
     def browser_pids(self) -> list[int]:
@@ -318,67 +302,69 @@ class RealWebEnv(gym.Env[dict, str]):
         chat_browser = getattr(getattr(env, "chat", None), "browser", None)
         return [pid for pid in (browser_pid(env.browser), browser_pid(chat_browser)) if pid is not None]
 
-    def _open_task(self) -> tuple[dict, dict]:
+    def _in_browser(self, work: Callable[[], T], limit: float) -> T:
+        """``work()`` on the browser thread; past ``limit`` seconds the browsers are killed (a hung browser)."""
+        if self._thread is None or not self._thread.alive:
+            self._thread = BrowserThread()
+        future: Future = self._thread.submit(work)
+        try:
+            return future.result(limit)
+        except TimeoutError:
+            if future.done():  # the work itself raised a TimeoutError
+                raise
+        pids = self.browser_pids
+        for pid in pids:
+            kill_process_tree(pid)
+        try:
+            future.result(ABANDON_AFTER_S)  # the call ends once its browser is gone
+        except Exception:  # noqa: BLE001 - the call failed with its browser, as expected
+            pass
+        if not future.done():  # busy outside the browser: leave it, the next call gets a new thread
+            self._thread.close(timeout=0)
+            self._thread, self._browser_env = None, None
+        raise TimeoutError(f"no answer from the browser within {limit:g} s")
+
+    def _open_task(self) -> tuple[dict[str, str], dict]:
+        """Runs on the browser thread: the task's start page as an observation, and its task info."""
+        ensure_playwright()  # this thread's own Playwright, which BrowserGym's reset then uses
         if self._broken or (self._browser_env is not None and self._browser_env_task != self._task_id):
-            self._discard_browser(keep_for_reuse=True)
-        ensure_playwright()
+            self._close_browser_env(keep_for_reuse=True)
         if self._browser_env is None:
-            self._browser_env = _make_browser_env(
+            self._browser_env = make_browser_env(
                 self._task_id,
                 headless=self.headless,
                 timeout=self.action_timeout_ms,
                 element_timeout_ms=self.element_timeout_ms,
+                max_page_elements=self.max_page_elements,
                 pre_observation_delay=self.pre_observation_delay,
             )
             self._browser_env_task = self._task_id
-        result = self._run_with_watchdog(self._reset_browser_env, self.reset_timeout_s)
         self._broken = False
-        return result
-
-    def _reset_browser_env(self) -> tuple[dict, dict]:
         # Headless, nobody watches BrowserGym's chat window, a second Chromium started at every reset
         # (about a third of a reset's time and memory here): keep its messages in memory instead.
-        with _chat_class(InMemoryChat if self.headless else None):
+        with in_memory_chat(self.headless):
             browser_obs, browser_info = self._browser_env.reset(seed=self._task_seed)
-        self._domains = self.allowed_domains
-        if self._domains is None:
-            self._domains = _default_domains(browser_obs["url"])
-        self._browser_env.context.route("**/*", self._guard_request)
-        return browser_obs, browser_info
+        self._policy = NavigationPolicy.for_start_url(browser_obs["url"], self.allowed_domains)
+        context = self._browser_env.context
+        context.route("**/*", self._guard_request)
+        self._goal = browser_obs.get("goal", "")
+        return self._to_observation(browser_obs, "", ""), browser_info.get("task_info", {})
 
-    def _execute(self, action: Action) -> tuple | str:
-        """BrowserGym's step result for ``action``, or why it was refused before it ran."""
-        refusal = self._check_navigation(action)
-        if refusal:
-            return refusal
-        browser_obs, reward, done, truncated, browser_info = self._browser_env.step(self._to_browsergym(action))
-        if self._refused_navigations:
-            browser_obs = self._restore_allowed_page(browser_obs)
-        return browser_obs, reward, done, truncated, browser_info
+    def _discard_browser(self) -> None:
+        if self._browser_env is None:
+            return
+        if self._thread is not None and self._thread.alive:
+            try:
+                self._in_browser(self._close_browser_env, 30.0)
+                return
+            except Exception:  # noqa: BLE001 - killed below
+                pass
+        for pid in self.browser_pids:
+            kill_process_tree(pid)
+        self._browser_env, self._broken = None, False
 
-    def _run_with_watchdog(self, work: Callable[[], Any], limit: float) -> Any:
-        """``work()``, killing the browsers if it takes longer than ``limit`` seconds (a hung browser)."""
-        pids = self.browser_pids
-        timed_out = threading.Event()
-
-        def kill() -> None:
-            timed_out.set()
-            for pid in pids or self.browser_pids:
-                kill_process_tree(pid)
-
-        watchdog = threading.Timer(limit, kill)
-        watchdog.daemon = True
-        watchdog.start()
-        try:
-            return work()
-        except Exception as error:
-            if timed_out.is_set():
-                raise TimeoutError(f"no answer from the browser within {limit:g} s") from error
-            raise
-        finally:
-            watchdog.cancel()
-
-    def _discard_browser(self, keep_for_reuse: bool = False) -> None:
+    def _close_browser_env(self, keep_for_reuse: bool = False) -> None:
+        """Runs on the browser thread: close the BrowserGym env, keeping healthy browsers for reuse."""
         env, self._browser_env = self._browser_env, None
         if env is None:
             return
@@ -393,97 +379,106 @@ class RealWebEnv(gym.Env[dict, str]):
                 close_browser(browser)
         self._broken = False
 
-    # ------------------------------------------------------------------ actions
+    # ------------------------------------------------------------------ actions (on the browser thread)
 
-    def _to_browsergym(self, action: Action) -> str:
-        name, args = action.name, action.args
-        if name == "click":
-            return f"click({args[0]!r})"
-        if name == "hover":
-            return f"hover({args[0]!r})"
-        if name == "type":
-            call = f"fill({args[0]!r}, {args[1]!r})"
-            return call + (f"\npress({args[0]!r}, 'Enter')" if args[2] == "1" else "")
-        if name == "press":
-            return f"keyboard_press({normalize_key_combination(args[0])!r})"
-        if name == "scroll":
-            height = (self._browser_env.page.viewport_size or {}).get("height", 600)
-            return f"scroll(0, {(1 if args[0] == 'down' else -1) * round(0.9 * height)})"
-        if name == "new_tab":
-            return "new_tab()"
-        if name == "tab_focus":
-            return f"tab_focus({int(args[0])})"
-        if name == "close_tab":
-            return "tab_close()"
-        if name == "goto":
-            return f"goto({args[0]!r})"
-        if name in ("go_back", "go_forward"):
-            return f"{name}()"
-        if name == "stop":
-            return f"send_msg_to_user({args[0]!r})"
-        raise ValueError(f"no BrowserGym translation for {name!r}")  # unreachable: the grammar is closed
+    def _execute(self, action: Action, shown: str) -> tuple | str:
+        """The step's ``(observation, reward, done, task_info)``, or why ``action`` was refused before it ran."""
+        refusal = self._check_tabs(action) or self._check_navigation(action)
+        if refusal:
+            return refusal
+        self._refused_navigations.clear()
+        viewport_height = (self._browser_env.page.viewport_size or {}).get("height", 600)
+        browser_obs, reward, done, _, browser_info = self._browser_env.step(to_browsergym_call(action, viewport_height))
+        self._send_back_refused_pages()
+        error = self._refusal_of(self._refused_navigations[0]) if self._refused_navigations else ""
+        if self._refused_navigations and self._browser_env.page.url != browser_obs.get("url"):
+            browser_obs = {**browser_obs, **self._browser_env._get_obs()}  # the page was sent back
+        observation = self._to_observation(browser_obs, shown, error or browser_obs.get("last_action_error", ""))
+        return observation, reward, done, browser_info.get("task_info", {})
+
+    def _check_tabs(self, action: Action) -> str:
+        tabs = len(self._browser_env.context.pages)
+        if action.name == "new_tab" and tabs >= self.max_tabs:
+            return f"new_tab refused: {tabs} tabs are open, the most this environment allows; close_tab first"
+        if action.name == "close_tab" and tabs <= 1:
+            return "close_tab refused: the last open tab cannot be closed"
+        if action.name == "tab_focus" and int(action.args[0]) >= tabs:
+            indexes = "0" if tabs == 1 else f"0 to {tabs - 1}"
+            return f"tab_focus: there is no tab {action.args[0]}; the open tabs are {indexes}"
+        return ""
+
+    def _check_navigation(self, action: Action) -> str:
+        """Why ``action`` may not run (it would leave the task), or ""."""
+        page = self._browser_env.page
+        if action.name == "goto":
+            return self._policy.refusal(action.args[0], base_url=page.url)
+        if action.name == "click":
+            from browsergym.core.action.utils import get_elem_by_bid
+
+            try:
+                element = get_elem_by_bid(page, action.args[0])
+                href = element.evaluate(_LINK_TARGET_JS, timeout=1000)
+            except Exception:  # noqa: BLE001 - a missing element is reported by the click itself
+                return ""
+            # A page's own ``javascript:`` link runs its own code; where that code navigates is guarded.
+            if href and not href.lower().startswith("javascript:"):
+                return self._policy.refusal(href)
+        return ""
+
+    def _guard_request(self, route: Any, request: Any) -> None:
+        # Navigations the pre-checks cannot foresee (scripts, forms, redirects, pop-ups). A 204 answer
+        # makes Chromium stay on the current document, so the task's page keeps its state. Never raises:
+        # an exception here would surface in whatever action is running.
+        try:
+            if request.is_navigation_request() and not self._policy.allows(request.url):
+                self._refused_navigations.append(request.url)
+                route.fulfill(status=204, body="")
+            else:
+                route.fallback()
+        except Exception:  # noqa: BLE001 - a page closed mid-request has nothing left to guard
+            pass
+
+    def _send_back_refused_pages(self) -> None:
+        # Schemes the request guard never sees (data:, blob:, browser pages) are caught here.
+        for page in list(self._browser_env.context.pages):
+            url = page.url
+            if not url or url.startswith("chrome-error:") or self._policy.allows(url):
+                continue
+            self._refused_navigations.append(url)
+            try:
+                if page is self._browser_env.page and len(self._browser_env.context.pages) == 1:
+                    page.go_back(timeout=5000)
+                    if not self._policy.allows(page.url):
+                        page.goto("about:blank", timeout=5000)
+                else:
+                    page.close()
+            except Exception:  # noqa: BLE001 - the refusal is reported either way
+                pass
+        self._browser_env._active_page_check()
+
+    def _refusal_of(self, url: str) -> str:
+        return self._policy.refusal(url) or f"navigation to {url[:200]} refused"
 
     def _refuse(self, last_action: str, error: str, truncated: bool) -> tuple[dict, float, bool, bool, dict]:
         self._observation = {**self._observation, "last_action": last_action, "last_action_error": _shorten(error)}
         return self._observation, 0.0, False, truncated, self._info({}, error="")
 
-    # ------------------------------------------------------------------ navigation guard
-
-    def _check_navigation(self, action: Action) -> str:
-        """Why ``action`` may not run (it would leave the allowed domains), or ""."""
-        if action.name == "goto":
-            url = urljoin(self._browser_env.page.url, action.args[0])
-            return "" if self._allowed(url) else self._refusal_message(url)
-        if action.name == "click":
-            from browsergym.core.action.utils import get_elem_by_bid
-
-            try:
-                element = get_elem_by_bid(self._browser_env.page, action.args[0])
-                href = element.evaluate(_LINK_TARGET_JS, timeout=1000)
-            except Exception:  # noqa: BLE001 - a missing element is reported by the click itself
-                return ""
-            if href and not href.lower().startswith("javascript:") and not self._allowed(href):
-                return self._refusal_message(href)
-        return ""
-
-    def _guard_request(self, route: Any, request: Any) -> None:
-        # Navigations the pre-check cannot foresee (scripts, forms, redirects) are stopped here.
-        if request.is_navigation_request() and not self._allowed(request.url):
-            self._refused_navigations.append(request.url)
-            route.abort("blockedbyclient")
-        else:
-            route.fallback()
-
-    def _restore_allowed_page(self, browser_obs: dict) -> dict:
-        # A blocked navigation can leave an error page behind: return to the last allowed page.
-        page = self._browser_env.page
-        if urlsplit(page.url).scheme == "chrome-error":
-            try:
-                page.go_back(timeout=5000)
-                browser_obs = {**browser_obs, **self._browser_env._get_obs()}
-            except Exception:  # noqa: BLE001 - the refusal is reported either way
-                pass
-        return browser_obs
-
-    def _allowed(self, url: str) -> bool:
-        return url_in_domains(url, self._domains)
-
-    def _refusal_message(self, url: str) -> str:
-        return f"navigation to {url[:200]} refused: outside the allowed domains ({', '.join(self._domains)})"
-
     # ------------------------------------------------------------------ observation and info
 
     def _to_observation(self, browser_obs: dict, last_action: str, last_action_error: str) -> dict[str, str]:
-        from browsergym.utils.obs import flatten_axtree_to_str
-
-        axtree = clean_axtree(flatten_axtree_to_str(browser_obs["axtree_object"]))
-        return make_observation(
+        if "axtree_text" in browser_obs:  # a page too large to extract
+            axtree = browser_obs["axtree_text"]
+        else:
+            text, nodes_cut = flatten_axtree(browser_obs["axtree_object"])
+            axtree = clean_axtree(text) + (f"\n... ({nodes_cut} more nodes cut)" if nodes_cut else "")
+        observation = make_observation(
             goal=self._goal or browser_obs.get("goal", ""),
-            url=browser_obs.get("url", "")[:MAX_TEXT_LENGTH],
-            axtree=truncate_axtree(axtree, MAX_TEXT_LENGTH),
+            url=browser_obs.get("url", ""),
+            axtree=axtree,
             last_action=last_action,
-            last_action_error=last_action_error,
+            last_action_error=_shorten(last_action_error),
         )
+        return fit_observation(observation)
 
     def _info(self, task_info: dict, error: str) -> dict[str, Any]:
         return {
@@ -500,109 +495,38 @@ class RealWebEnv(gym.Env[dict, str]):
 # ---------------------------------------------------------------------- helpers
 
 
-class InMemoryChat:
-    """BrowserGym's ``Chat`` without its browser window: the messages exchanged with the task.
-
-    Tasks read these messages to validate answers (``stop [answer]`` is sent as an assistant
-    message), so they are kept exactly as BrowserGym's chat keeps them.
-    """
-
-    ROLES = ("user", "user_image", "assistant", "info", "infeasible")
-
-    def __init__(self, *args: Any, **kwargs: Any):
-        self.messages: list[dict[str, Any]] = []
-
-    def add_message(self, role: str, msg: str) -> None:
-        if role not in self.ROLES:
-            raise ValueError(f"Invalid role: {role}")
-        if role != "info":
-            self.messages.append({"role": role, "timestamp": time.time(), "message": msg})
-
-    def wait_for_user_message(self) -> None:
-        raise RuntimeError("waiting for a user message needs BrowserGym's chat window: use headless=False")
-
-    def close(self) -> None:
-        pass
-
-
-@contextmanager
-def _chat_class(chat_class: type | None) -> Iterator[None]:
-    """Make BrowserGym's env module build ``chat_class`` chats for the duration (``None``: its own)."""
-    import browsergym.core.env as browsergym_env
-
-    original = browsergym_env.Chat
-    if chat_class is not None:
-        browsergym_env.Chat = chat_class
-    try:
-        yield
-    finally:
-        browsergym_env.Chat = original
-
-
-def check_task_id(task_id: str) -> None:
-    """Raise ``ValueError`` unless ``task_id`` names a registered BrowserGym task (importing its benchmark)."""
-    if not isinstance(task_id, str) or "." not in task_id:
-        raise ValueError(f"task must be a BrowserGym task id such as 'miniwob.click-button', got {task_id!r}")
-    benchmark = task_id.split(".", 1)[0]
-    if benchmark == "miniwob":
-        setup_miniwob_url()
-    try:
-        importlib.import_module(f"browsergym.{benchmark}")
-    except ImportError as error:
-        raise ValueError(
-            f"task {task_id!r} needs the BrowserGym benchmark package browsergym-{benchmark} "
-            f"(pip install browsergym-{benchmark}; see its docs for the sites it needs): {error}"
-        ) from None
-    if f"browsergym/{task_id}" not in gym.registry:
-        raise ValueError(f"unknown BrowserGym task {task_id!r}")
-
-
-def _make_browser_env(task_id: str, element_timeout_ms: int = 2000, **kwargs: Any) -> Any:
-    from browsergym.core.action.highlevel import HighLevelActionSet
-
-    action_set = HighLevelActionSet(subsets=["chat", "infeas", "bid", "coord", "nav", "tab"], strict=True)
-
-    def to_python_code(action: str) -> str:
-        # BrowserGym's action functions pass a literal ``timeout=500`` to every element operation.
-        return action_set.to_python_code(action).replace(_BROWSERGYM_ELEMENT_TIMEOUT, f"timeout={element_timeout_ms}")
-
-    return gym.make(
-        f"browsergym/{task_id}", disable_env_checker=True, action_mapping=to_python_code, **kwargs
-    ).unwrapped
-
-
-def normalize_key_combination(keys: str) -> str:
-    """Playwright's spelling of a key combination: ``"ctrl+a"`` -> ``"Control+a"``, ``"enter"`` -> ``"Enter"``."""
-    parts = [part.strip() for part in keys.split("+")] if keys.strip() != "+" else ["+"]
-    return "+".join(_KEY_NAMES.get(part.lower(), part) if len(part) > 1 else part for part in parts)
-
-
-def url_in_domains(url: str, domains: list[str]) -> bool:
-    """Whether ``url`` lies in one of ``domains`` (hosts, ``host:port``, or ``"file://"``)."""
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    if scheme in _ALWAYS_ALLOWED_SCHEMES:
-        return True
-    if scheme == "file":
-        return any(domain.lower().rstrip("/") in ("file:", "file") for domain in domains)
-    host = (parts.hostname or "").lower()
-    for domain in domains:
-        domain = domain.lower()
-        if "://" in domain:
-            domain = urlsplit(domain).netloc or domain
-        domain_host, _, domain_port = domain.partition(":")
-        if domain_port and str(parts.port or {"http": 80, "https": 443}.get(scheme, "")) != domain_port:
-            continue
-        if host == domain_host or host.endswith("." + domain_host):
-            return True
-    return False
-
-
-def _default_domains(start_url: str) -> list[str]:
-    parts = urlsplit(start_url)
-    if parts.scheme == "file":
-        return ["file://"]
-    return [parts.netloc] if parts.netloc else []
+def _validate_arguments(
+    task_ids: list[str],
+    tasks: Any,
+    max_steps: Any,
+    allowed_domains: Any,
+    action_timeout_ms: Any,
+    element_timeout_ms: Any,
+    seconds: tuple[float, float, float],
+    counts: tuple[Any, Any],
+) -> None:
+    if tasks is not None and (isinstance(tasks, str) or not tasks or not all(isinstance(t, str) for t in tasks)):
+        raise ValueError(f"tasks must be a non-empty list of task ids, got {tasks!r}")
+    for task_id in task_ids:
+        check_task_id(task_id)
+    if not isinstance(max_steps, int) or max_steps < 1:
+        raise ValueError(f"max_steps must be a positive integer, got {max_steps!r}")
+    if allowed_domains is not None and (
+        isinstance(allowed_domains, str) or not all(isinstance(d, str) and d for d in allowed_domains)
+    ):
+        raise ValueError(f"allowed_domains must be a list of non-empty strings, got {allowed_domains!r}")
+    if action_timeout_ms is not None and action_timeout_ms <= 0:
+        raise ValueError(f"action_timeout_ms must be positive, got {action_timeout_ms}")
+    if not isinstance(element_timeout_ms, int) or element_timeout_ms <= 0:
+        raise ValueError(f"element_timeout_ms must be a positive integer, got {element_timeout_ms!r}")
+    step_timeout_s, reset_timeout_s, pre_observation_delay = seconds
+    if step_timeout_s <= 0 or reset_timeout_s <= 0:
+        raise ValueError(f"timeouts must be positive, got {step_timeout_s=} and {reset_timeout_s=}")
+    if pre_observation_delay < 0:
+        raise ValueError(f"pre_observation_delay must be >= 0, got {pre_observation_delay}")
+    for name, value in zip(("max_tabs", "max_page_elements"), counts, strict=True):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
 
 def _first_line(text: str) -> str:
@@ -617,4 +541,4 @@ def _shorten(error: str) -> str:
     return error if len(error) <= MAX_ERROR_LENGTH else error[: MAX_ERROR_LENGTH - 3] + "..."
 
 
-__all__ = ["InMemoryChat", "RealWebEnv", "check_task_id", "normalize_key_combination", "url_in_domains"]
+__all__ = ["RealWebEnv"]

@@ -1,0 +1,243 @@
+"""What ``RealWeb-v0`` needs from BrowserGym: its env, its action calls, and bounds on what it extracts.
+
+* :func:`make_browser_env` builds a BrowserGym env whose element timeout is settable and whose
+  observations are bounded: a page with more than ``max_page_elements`` elements is not extracted
+  at all (BrowserGym's full DOM snapshot and accessibility tree of a 300,000-button page took minutes
+  and over a gigabyte), and :func:`bounded_axtree` keeps at most :data:`MAX_AXTREE_NODES` nodes,
+  :data:`MAX_AXTREE_DEPTH` deep, before the tree is flattened to text.
+* :func:`to_browsergym_call` translates a parsed action to BrowserGym's high-level action code.
+* :class:`InMemoryChat` stands in for BrowserGym's chat window when nobody watches it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import gymnasium as gym
+
+from ..actions import Action
+from .browser import setup_miniwob_url
+
+#: Most accessibility-tree nodes kept before flattening (the text is cut to the observation limit after).
+MAX_AXTREE_NODES = 20_000
+#: Deepest accessibility-tree level kept (BrowserGym flattens recursively).
+MAX_AXTREE_DEPTH = 200
+#: Default most elements a page may have for its observation to be extracted.
+MAX_PAGE_ELEMENTS = 50_000
+
+#: The element timeout BrowserGym writes into its action functions (replaced by ``element_timeout_ms``).
+_BROWSERGYM_ELEMENT_TIMEOUT = "timeout=500"
+
+#: Key names a policy may write in lower case, mapped to Playwright's spelling.
+_KEY_NAMES = {
+    "enter": "Enter", "return": "Enter", "tab": "Tab", "escape": "Escape", "esc": "Escape",
+    "backspace": "Backspace", "delete": "Delete", "del": "Delete", "space": "Space", "home": "Home",
+    "end": "End", "pageup": "PageUp", "pagedown": "PageDown", "insert": "Insert",
+    "arrowup": "ArrowUp", "arrowdown": "ArrowDown", "arrowleft": "ArrowLeft", "arrowright": "ArrowRight",
+    "up": "ArrowUp", "down": "ArrowDown", "left": "ArrowLeft", "right": "ArrowRight",
+    "ctrl": "Control", "control": "Control", "alt": "Alt", "shift": "Shift", "meta": "Meta", "cmd": "Meta",
+    "controlormeta": "ControlOrMeta",
+}  # fmt: skip
+
+_COUNT_ELEMENTS_JS = "() => document.getElementsByTagName('*').length"
+
+
+def normalize_key_combination(keys: str) -> str:
+    """Playwright's spelling of a key combination: ``"ctrl+a"`` -> ``"Control+a"``, ``"enter"`` -> ``"Enter"``."""
+    parts = [part.strip() for part in keys.split("+")] if keys.strip() != "+" else ["+"]
+    return "+".join(_KEY_NAMES.get(part.lower(), part) if len(part) > 1 else part for part in parts)
+
+
+def to_browsergym_call(action: Action, viewport_height: int) -> str:
+    """BrowserGym's high-level action code for ``action`` (``scroll`` moves 90% of ``viewport_height``)."""
+    name, args = action.name, action.args
+    element_calls = {"click": "click", "hover": "hover"}
+    plain_calls = {"new_tab": "new_tab()", "close_tab": "tab_close()", "go_back": "go_back()"}
+    plain_calls["go_forward"] = "go_forward()"
+    if name in element_calls:
+        return f"{element_calls[name]}({args[0]!r})"
+    if name in plain_calls:
+        return plain_calls[name]
+    if name == "type":
+        call = f"fill({args[0]!r}, {args[1]!r})"
+        return call + (f"\npress({args[0]!r}, 'Enter')" if args[2] == "1" else "")
+    if name == "press":
+        return f"keyboard_press({normalize_key_combination(args[0])!r})"
+    if name == "scroll":
+        return f"scroll(0, {(1 if args[0] == 'down' else -1) * round(0.9 * viewport_height)})"
+    if name == "tab_focus":
+        return f"tab_focus({int(args[0])})"
+    if name == "goto":
+        return f"goto({args[0]!r})"
+    if name == "stop":
+        return f"send_msg_to_user({args[0]!r})"
+    raise ValueError(f"no BrowserGym translation for {name!r}")  # unreachable: the grammar is closed
+
+
+def bounded_axtree(axtree_object: dict, max_nodes: int = MAX_AXTREE_NODES, max_depth: int = MAX_AXTREE_DEPTH):
+    """The first ``max_nodes`` nodes of an accessibility tree in page order, at most ``max_depth`` deep.
+
+    Returns:
+        ``(tree, nodes_cut)``: the tree (``axtree_object`` itself when nothing is cut) and how many
+        nodes were left out.
+    """
+    nodes = axtree_object.get("nodes") or []
+    if not nodes:
+        return axtree_object, 0
+    index = {node["nodeId"]: position for position, node in enumerate(nodes)}
+    kept: list[int] = []
+    seen: set[int] = set()
+    stack = [(0, 0)]
+    while stack and len(kept) < max_nodes:
+        position, depth = stack.pop()
+        if position in seen:  # a malformed tree may list a child twice
+            continue
+        seen.add(position)
+        kept.append(position)
+        if depth < max_depth:
+            children = [index[child] for child in nodes[position].get("childIds", ()) if child in index]
+            stack.extend((child, depth + 1) for child in reversed(children))
+    if len(kept) == len(nodes):
+        return axtree_object, 0
+    kept_ids = {nodes[position]["nodeId"] for position in kept}
+    pruned = [
+        {**nodes[position], "childIds": [c for c in nodes[position].get("childIds", ()) if c in kept_ids]}
+        for position in kept
+    ]
+    return {**axtree_object, "nodes": pruned}, len(nodes) - len(kept)
+
+
+def flatten_axtree(axtree_object: dict) -> tuple[str, int]:
+    """BrowserGym's flattened text of a bounded accessibility tree, and how many nodes were cut."""
+    from browsergym.utils.obs import flatten_axtree_to_str
+
+    tree, nodes_cut = bounded_axtree(axtree_object)
+    return flatten_axtree_to_str(tree), nodes_cut
+
+
+class InMemoryChat:
+    """BrowserGym's ``Chat`` without its browser window: the messages exchanged with the task.
+
+    Tasks read these messages to validate answers (``stop [answer]`` is sent as an assistant
+    message), so they are kept exactly as BrowserGym's chat keeps them.
+    """
+
+    ROLES = ("user", "user_image", "assistant", "info", "infeasible")
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        self.messages: list[dict[str, Any]] = []
+
+    def add_message(self, role: str, msg: str) -> None:
+        if role not in self.ROLES:
+            raise ValueError(f"Invalid role: {role}")
+        if role != "info":
+            self.messages.append({"role": role, "timestamp": time.time(), "message": msg})
+
+    def wait_for_user_message(self) -> None:
+        raise RuntimeError("waiting for a user message needs BrowserGym's chat window: use headless=False")
+
+    def close(self) -> None:
+        pass
+
+
+_chat_choice = threading.local()  # .in_memory: the calling thread's envs keep their chat in memory
+
+
+def _choose_chat(*args: Any, **kwargs: Any) -> Any:
+    from browsergym.core.chat import Chat
+
+    return (InMemoryChat if getattr(_chat_choice, "in_memory", False) else Chat)(*args, **kwargs)
+
+
+@contextmanager
+def in_memory_chat(enabled: bool) -> Iterator[None]:
+    """Make BrowserGym envs reset on the calling thread keep their chat in memory (``enabled``) or open its window."""
+    import browsergym.core.env as browsergym_env
+
+    browsergym_env.Chat = _choose_chat  # installed once; the choice is per thread, so envs on threads agree
+    previous, _chat_choice.in_memory = getattr(_chat_choice, "in_memory", False), enabled
+    try:
+        yield
+    finally:
+        _chat_choice.in_memory = previous
+
+
+def check_task_id(task_id: str) -> None:
+    """Raise ``ValueError`` unless ``task_id`` names a registered BrowserGym task (importing its benchmark)."""
+    if not isinstance(task_id, str) or "." not in task_id:
+        raise ValueError(f"task must be a BrowserGym task id such as 'miniwob.click-button', got {task_id!r}")
+    benchmark = task_id.split(".", 1)[0]
+    if benchmark == "miniwob":
+        setup_miniwob_url()
+    try:
+        importlib.import_module(f"browsergym.{benchmark}")
+    except ImportError as error:
+        raise ValueError(
+            f"task {task_id!r} needs the BrowserGym benchmark package browsergym-{benchmark} "
+            f"(pip install browsergym-{benchmark}; see its docs for the sites it needs): {error}"
+        ) from None
+    if f"browsergym/{task_id}" not in gym.registry:
+        raise ValueError(f"unknown BrowserGym task {task_id!r}")
+
+
+def make_browser_env(
+    task_id: str, element_timeout_ms: int = 2000, max_page_elements: int = MAX_PAGE_ELEMENTS, **kwargs: Any
+) -> Any:
+    """BrowserGym's env for ``task_id`` with DynaWeb's action set, element timeout and page-size bound."""
+    from browsergym.core.action.highlevel import HighLevelActionSet
+
+    action_set = HighLevelActionSet(subsets=["chat", "infeas", "bid", "coord", "nav", "tab"], strict=True)
+
+    def to_python_code(action: str) -> str:
+        # BrowserGym's action functions pass a literal ``timeout=500`` to every element operation.
+        return action_set.to_python_code(action).replace(_BROWSERGYM_ELEMENT_TIMEOUT, f"timeout={element_timeout_ms}")
+
+    env = gym.make(f"browsergym/{task_id}", disable_env_checker=True, action_mapping=to_python_code, **kwargs).unwrapped
+    full_extraction = env._get_obs
+
+    def bounded_extraction() -> dict:
+        # Counting elements is one DOM call; extracting a huge page is what must not happen.
+        try:
+            elements = int(env.page.evaluate(_COUNT_ELEMENTS_JS))
+        except Exception:  # noqa: BLE001 - a page in the middle of navigating: BrowserGym's own retries handle it
+            elements = 0
+        if elements <= max_page_elements:
+            return full_extraction()
+        return _oversized_page_observation(env, elements, max_page_elements)
+
+    env._get_obs = bounded_extraction
+    return env
+
+
+def _oversized_page_observation(env: Any, elements: int, limit: int) -> dict:
+    from browsergym.core.env import _try_to_extract_legacy_goal
+
+    title = env.page.title()[:200]
+    note = f"this page has {elements} elements, more than the {limit} an observation may show"
+    return {
+        "goal": _try_to_extract_legacy_goal(env.goal_object),
+        "url": env.page.url,
+        "axtree_text": f"RootWebArea {title!r}\n\tStaticText {note!r}",
+        "last_action_error": env.last_action_error,
+        "open_pages_urls": tuple(page.url for page in env.context.pages),
+    }
+
+
+__all__ = [
+    "MAX_AXTREE_DEPTH",
+    "MAX_AXTREE_NODES",
+    "MAX_PAGE_ELEMENTS",
+    "InMemoryChat",
+    "bounded_axtree",
+    "check_task_id",
+    "flatten_axtree",
+    "in_memory_chat",
+    "make_browser_env",
+    "normalize_key_combination",
+    "to_browsergym_call",
+]

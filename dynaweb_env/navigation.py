@@ -1,0 +1,161 @@
+"""Where an agent may navigate: the one URL policy of RealWeb-v0 and DreamWeb-v0.
+
+A task may be left only for the places it lives in: its web sites (hosts, optionally with a port)
+and, for local pages such as MiniWoB++, the directory its start page lies in. Everything else is
+refused: other hosts (cloud metadata addresses included), other local files and directory
+listings (``file:///etc/passwd``, ``file:///``), pages an agent could write itself (``data:``,
+``blob:``, ``javascript:``), browser pages (``chrome://``, ``about:`` other than ``about:blank``),
+and any URL with control characters or whitespace in it.
+
+Both envs ask :meth:`NavigationPolicy.refusal` and show its message verbatim as
+``last_action_error``, so a policy cannot tell a dream from the real web by what it is refused.
+
+Example:
+    >>> policy = NavigationPolicy.for_start_url("file:///pages/miniwob/click-button.html")
+    >>> policy.refusal("file:///pages/miniwob/click-dialog.html")
+    ''
+    >>> policy.refusal("file:///etc/passwd")
+    'navigation to file:///etc/passwd refused: outside the allowed domains (file:///pages/miniwob/)'
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Sequence
+from dataclasses import dataclass
+from urllib.parse import unquote, urljoin, urlsplit
+
+#: Longest part of a refused URL repeated in the message.
+MAX_SHOWN_URL_LENGTH = 200
+
+# Pages every tab may show without having been navigated to: a new tab is blank.
+_BLANK_PAGES = ("about:blank",)
+
+
+def url_in_domains(url: str, domains: Sequence[str]) -> bool:
+    """Whether an ``http(s)`` URL lies on one of ``domains`` (hosts or ``host:port``; a host admits its subdomains).
+
+    Args:
+        url: An absolute URL.
+        domains: Hosts such as ``"example.com"`` or ``"localhost:7770"`` (a scheme prefix is ignored).
+    """
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https"):
+        return False
+    try:
+        port = parts.port
+    except ValueError:  # a port that is not a number
+        return False
+    host = (parts.hostname or "").lower()
+    for domain in domains:
+        domain = domain.lower()
+        if "://" in domain:
+            domain = urlsplit(domain).netloc or domain
+        domain_host, _, domain_port = domain.partition(":")
+        if domain_port and str(port or {"http": 80, "https": 443}[scheme]) != domain_port:
+            continue
+        if host and (host == domain_host or host.endswith("." + domain_host)):
+            return True
+    return False
+
+
+def _has_control_characters(url: str) -> bool:
+    return any(ord(char) < 0x21 or ord(char) == 0x7F for char in url)
+
+
+def _file_path(url: str) -> str | None:
+    """The normalised local path of a ``file:`` URL on this machine, or ``None`` for a remote one."""
+    parts = urlsplit(url)
+    if parts.netloc.lower() not in ("", "localhost"):
+        return None
+    path = unquote(parts.path)
+    if "\x00" in path or not path.startswith("/"):
+        return None
+    # "/pages/miniwob/../../etc/passwd" must not pass as lying under "/pages/miniwob/".
+    normalised = posixpath.normpath(path)
+    return normalised + "/" if path.endswith("/") and normalised != "/" else normalised
+
+
+@dataclass(frozen=True)
+class NavigationPolicy:
+    """The places a task's agent may navigate to.
+
+    Attributes:
+        domains: Hosts (``"example.com"`` also admits its subdomains) or ``"host:port"``.
+        directories: ``file:`` directory URLs (ending in ``/``) whose files and subdirectories are allowed.
+    """
+
+    domains: tuple[str, ...] = ()
+    directories: tuple[str, ...] = ()
+
+    @classmethod
+    def for_start_url(cls, start_url: str, allowed: Sequence[str] | None = None) -> NavigationPolicy:
+        """The policy of a task that starts at ``start_url``.
+
+        Args:
+            start_url: The task's start page.
+            allowed: Hosts, ``host:port``, ``file:`` directory URLs, or ``"file://"`` for the start page's
+                own directory. ``None``: the start page's host, or its directory for a local page.
+        """
+        start = urlsplit(start_url)
+        start_directory = ""
+        if start.scheme == "file":
+            path = _file_path(start_url) or "/"
+            start_directory = "file://" + (path if path.endswith("/") else posixpath.dirname(path).rstrip("/") + "/")
+        if allowed is None:
+            allowed = ["file://"] if start.scheme == "file" else ([start.netloc] if start.netloc else [])
+        domains: list[str] = []
+        directories: list[str] = []
+        for entry in allowed:
+            if entry.lower().rstrip("/") in ("file:", "file"):
+                if start_directory:
+                    directories.append(start_directory)
+            elif entry.lower().startswith("file:"):
+                path = _file_path(entry) or "/"
+                directories.append("file://" + path.rstrip("/") + "/")
+            else:
+                domains.append(entry)
+        return cls(tuple(domains), tuple(dict.fromkeys(directories)))
+
+    def allows(self, url: str) -> bool:
+        """Whether ``url`` (absolute) may be navigated to."""
+        return not self.refusal(url)
+
+    def refusal(self, url: str, base_url: str = "") -> str:
+        """Why navigating to ``url`` is refused (``""`` if it is allowed), in the words both envs show.
+
+        Args:
+            url: Where the agent or the page wants to go; relative URLs are resolved against ``base_url``.
+            base_url: The current page's URL.
+        """
+        if not isinstance(url, str) or not url.strip():
+            return "navigation refused: the URL is empty"
+        if _has_control_characters(url):
+            return "navigation refused: the URL contains whitespace or control characters"
+        try:
+            absolute = urljoin(base_url, url) if base_url and not urlsplit(url).scheme else url
+            if self._allowed(absolute):
+                return ""
+        except ValueError:  # not a URL at all, e.g. "http://[::1"
+            absolute = url
+        return (
+            f"navigation to {absolute[:MAX_SHOWN_URL_LENGTH]} refused: outside the allowed domains "
+            f"({', '.join(self.domains + self.directories) or 'none'})"
+        )
+
+    def _allowed(self, url: str) -> bool:
+        scheme = urlsplit(url).scheme.lower()
+        if url.lower() in _BLANK_PAGES:
+            return True
+        if scheme in ("http", "https"):
+            return url_in_domains(url, self.domains)
+        if scheme == "file":
+            path = _file_path(url)
+            if path is None:
+                return False
+            return any(path.startswith(directory[len("file://") :]) for directory in self.directories)
+        return False  # data:, blob:, javascript:, chrome:, about:..., and every other scheme
+
+
+__all__ = ["MAX_SHOWN_URL_LENGTH", "NavigationPolicy", "url_in_domains"]
