@@ -60,6 +60,14 @@ def url_in_domains(url: str, domains: Sequence[str]) -> bool:
     return False
 
 
+def absolute_url(url: str, base_url: str = "") -> str:
+    """``url`` resolved against ``base_url`` when it has no scheme of its own (as a browser resolves a link)."""
+    try:
+        return urljoin(base_url, url) if base_url and not urlsplit(url).scheme else url
+    except ValueError:  # not a URL at all, e.g. "http://[::1"
+        return url
+
+
 def _has_control_characters(url: str) -> bool:
     return any(ord(char) < 0x21 or ord(char) == 0x7F for char in url)
 
@@ -133,12 +141,12 @@ class NavigationPolicy:
             return "navigation refused: the URL is empty"
         if _has_control_characters(url):
             return "navigation refused: the URL contains whitespace or control characters"
+        absolute = absolute_url(url, base_url)
         try:
-            absolute = urljoin(base_url, url) if base_url and not urlsplit(url).scheme else url
             if self._allowed(absolute):
                 return ""
         except ValueError:  # not a URL at all, e.g. "http://[::1"
-            absolute = url
+            pass
         return (
             f"navigation to {absolute[:MAX_SHOWN_URL_LENGTH]} refused: outside the allowed domains "
             f"({', '.join(self.domains + self.directories) or 'none'})"
@@ -158,4 +166,4 @@ class NavigationPolicy:
         return False  # data:, blob:, javascript:, chrome:, about:..., and every other scheme
 
 
-__all__ = ["MAX_SHOWN_URL_LENGTH", "NavigationPolicy", "url_in_domains"]
+__all__ = ["MAX_SHOWN_URL_LENGTH", "NavigationPolicy", "absolute_url", "url_in_domains"]

@@ -17,8 +17,8 @@ from gymnasium.vector import AutoresetMode
 import dynaweb_env  # noqa: F401  (registers the envs)
 from dynaweb_env.envs.browsergym_adapter import normalize_key_combination
 from dynaweb_env.envs.real import RealWebEnv
-from dynaweb_env.navigation import url_in_domains
 from dynaweb_env.experts import find_all_by_role, get_expert, parse_axtree
+from dynaweb_env.navigation import url_in_domains
 from dynaweb_env.spaces import OBSERVATION_KEYS, web_action_space, web_observation_space
 
 # ---------------------------------------------------------------------------- without a browser

@@ -22,10 +22,11 @@ import gymnasium as gym
 import numpy as np
 
 from ..actions import Action, read_action
-from ..navigation import NavigationPolicy
+from ..navigation import NavigationPolicy, absolute_url
 from ..observation import clean_axtree, make_observation, render_observation
 from ..spaces import fit_observation, web_action_space, web_observation_space
 from .browser import browser_pid, close_browser, ensure_playwright, kill_process_tree
+from .browser_guard import BrowserGuard
 from .browser_thread import BrowserThread
 from .browsergym_adapter import (
     MAX_PAGE_ELEMENTS,
@@ -43,9 +44,6 @@ MAX_ERROR_LENGTH = 1000
 #: Seconds a call that outlived its limit gets to return once its browser is killed; after that
 #: its thread is abandoned and the env starts a new one.
 ABANDON_AFTER_S = 10.0
-
-# The URL a click on an element would open: its own or its enclosing link's href.
-_LINK_TARGET_JS = "e => { const a = e.closest('a[href]'); return a ? a.href : null; }"
 
 
 class RealWebEnv(gym.Env[dict, str]):
@@ -197,8 +195,7 @@ class RealWebEnv(gym.Env[dict, str]):
         self._step_count = 0
         self._observation: dict[str, str] | None = None
         self._broken = False  # the browser crashed or hung: relaunch at next reset
-        self._policy = NavigationPolicy()
-        self._refused_navigations: list[str] = []
+        self._guard: BrowserGuard | None = None  # the episode's navigation policy and tab limit
 
     # ------------------------------------------------------------------ Gymnasium API
 
@@ -344,9 +341,8 @@ class RealWebEnv(gym.Env[dict, str]):
         # (about a third of a reset's time and memory here): keep its messages in memory instead.
         with in_memory_chat(self.headless):
             browser_obs, browser_info = self._browser_env.reset(seed=self._task_seed)
-        self._policy = NavigationPolicy.for_start_url(browser_obs["url"], self.allowed_domains)
-        context = self._browser_env.context
-        context.route("**/*", self._guard_request)
+        policy = NavigationPolicy.for_start_url(browser_obs["url"], self.allowed_domains)
+        self._guard = BrowserGuard(self._browser_env, policy, self.max_tabs)
         self._goal = browser_obs.get("goal", "")
         return self._to_observation(browser_obs, "", ""), browser_info.get("task_info", {})
 
@@ -383,81 +379,23 @@ class RealWebEnv(gym.Env[dict, str]):
 
     def _execute(self, action: Action, shown: str) -> tuple | str:
         """The step's ``(observation, reward, done, task_info)``, or why ``action`` was refused before it ran."""
-        refusal = self._check_tabs(action) or self._check_navigation(action)
+        guard = self._guard
+        guard.max_tabs = self.max_tabs
+        refusal = guard.check_tabs(action) or guard.check_navigation(action)
         if refusal:
             return refusal
-        self._refused_navigations.clear()
+        if action.name == "goto":  # the browser needs the address the policy checked, not a relative one
+            action = Action("goto", (absolute_url(action.args[0], self._browser_env.page.url),))
+        guard.begin_step()
         viewport_height = (self._browser_env.page.viewport_size or {}).get("height", 600)
         browser_obs, reward, done, _, browser_info = self._browser_env.step(to_browsergym_call(action, viewport_height))
-        self._send_back_refused_pages()
-        error = self._refusal_of(self._refused_navigations[0]) if self._refused_navigations else ""
-        if self._refused_navigations and self._browser_env.page.url != browser_obs.get("url"):
-            browser_obs = {**browser_obs, **self._browser_env._get_obs()}  # the page was sent back
-        observation = self._to_observation(browser_obs, shown, error or browser_obs.get("last_action_error", ""))
-        return observation, reward, done, browser_info.get("task_info", {})
-
-    def _check_tabs(self, action: Action) -> str:
-        tabs = len(self._browser_env.context.pages)
-        if action.name == "new_tab" and tabs >= self.max_tabs:
-            return f"new_tab refused: {tabs} tabs are open, the most this environment allows; close_tab first"
-        if action.name == "close_tab" and tabs <= 1:
-            return "close_tab refused: the last open tab cannot be closed"
-        if action.name == "tab_focus" and int(action.args[0]) >= tabs:
-            indexes = "0" if tabs == 1 else f"0 to {tabs - 1}"
-            return f"tab_focus: there is no tab {action.args[0]}; the open tabs are {indexes}"
-        return ""
-
-    def _check_navigation(self, action: Action) -> str:
-        """Why ``action`` may not run (it would leave the task), or ""."""
-        page = self._browser_env.page
-        if action.name == "goto":
-            return self._policy.refusal(action.args[0], base_url=page.url)
-        if action.name == "click":
-            from browsergym.core.action.utils import get_elem_by_bid
-
-            try:
-                element = get_elem_by_bid(page, action.args[0])
-                href = element.evaluate(_LINK_TARGET_JS, timeout=1000)
-            except Exception:  # noqa: BLE001 - a missing element is reported by the click itself
-                return ""
-            # A page's own ``javascript:`` link runs its own code; where that code navigates is guarded.
-            if href and not href.lower().startswith("javascript:"):
-                return self._policy.refusal(href)
-        return ""
-
-    def _guard_request(self, route: Any, request: Any) -> None:
-        # Navigations the pre-checks cannot foresee (scripts, forms, redirects, pop-ups). A 204 answer
-        # makes Chromium stay on the current document, so the task's page keeps its state. Never raises:
-        # an exception here would surface in whatever action is running.
-        try:
-            if request.is_navigation_request() and not self._policy.allows(request.url):
-                self._refused_navigations.append(request.url)
-                route.fulfill(status=204, body="")
-            else:
-                route.fallback()
-        except Exception:  # noqa: BLE001 - a page closed mid-request has nothing left to guard
-            pass
-
-    def _send_back_refused_pages(self) -> None:
-        # Schemes the request guard never sees (data:, blob:, browser pages) are caught here.
-        for page in list(self._browser_env.context.pages):
-            url = page.url
-            if not url or url.startswith("chrome-error:") or self._policy.allows(url):
-                continue
-            self._refused_navigations.append(url)
-            try:
-                if page is self._browser_env.page and len(self._browser_env.context.pages) == 1:
-                    page.go_back(timeout=5000)
-                    if not self._policy.allows(page.url):
-                        page.goto("about:blank", timeout=5000)
-                else:
-                    page.close()
-            except Exception:  # noqa: BLE001 - the refusal is reported either way
-                pass
-        self._browser_env._active_page_check()
-
-    def _refusal_of(self, url: str) -> str:
-        return self._policy.refusal(url) or f"navigation to {url[:200]} refused"
+        task_info = browser_info.get("task_info", {})
+        if guard.send_back_refused_pages():
+            # The task judged the tab a refused navigation left behind: judge the page it was sent back to.
+            reward, done, _, task_info = self._browser_env._task_validate()
+            browser_obs = {**browser_obs, **self._browser_env._get_obs()}
+        error = guard.error or browser_obs.get("last_action_error", "")
+        return self._to_observation(browser_obs, shown, error), reward, done, task_info
 
     def _refuse(self, last_action: str, error: str, truncated: bool) -> tuple[dict, float, bool, bool, dict]:
         self._observation = {**self._observation, "last_action": last_action, "last_action_error": _shorten(error)}
