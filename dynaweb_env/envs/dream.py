@@ -9,17 +9,26 @@ envs cannot drift apart.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
 
-from ..actions import Action, ActionParseError, extract_action, extract_reasoning, format_action, parse_action
+from ..actions import Action, read_action
 from ..data.start_states import StartState
 from ..llm.base import GenerationBackend, GenerationError, SamplingParams
-from ..observation import action_target, axtree_element_ids, make_observation, render_observation
-from ..spaces import web_action_space, web_observation_space
+from ..navigation import NavigationPolicy
+from ..observation import (
+    action_target,
+    axtree_element_ids,
+    axtree_element_line,
+    make_observation,
+    render_observation,
+    truncate_axtree,
+)
+from ..spaces import MAX_TEXT_LENGTH, fit_observation, web_action_space, web_observation_space
 from ..world_model.judge import DEFAULT_JUDGE_MAX_NEW_TOKENS, JudgeRequest, JudgeStep, TrajectoryJudge
 from ..world_model.model import DEFAULT_MAX_AXTREE_CHARS, DEFAULT_MAX_NEW_TOKENS, WebWorldModel, WorldModelRequest
 from . import END_REASONS
@@ -47,7 +56,8 @@ class DreamEpisode:
         return cls(start=start, url=start.url, axtree=start.axtree, last_action=previous, previous_action=previous)
 
     def observation(self) -> dict[str, str]:
-        return make_observation(self.start.goal, self.url, self.axtree, self.last_action, self.last_action_error)
+        observation = make_observation(self.start.goal, self.url, self.axtree, self.last_action, self.last_action_error)
+        return fit_observation(observation)  # start states and predictions may be longer than the space admits
 
     def reset_info(self) -> dict[str, Any]:
         return {
@@ -59,33 +69,40 @@ class DreamEpisode:
 
 
 # Errors read as RealWeb-v0 reports them, so that a policy cannot tell a dream by its error messages.
-_INVALID_ACTION = "invalid action: {}"
 _MISSING_ELEMENT = 'ValueError: Could not find element with bid "{}"'  # BrowserGym's message
 
 
-def _read_action(text: Any, axtree: str) -> tuple[Action | None, str, str, str]:
+def _read_action(text: Any, episode: DreamEpisode) -> tuple[Action | None, str, str, str]:
     """``(action or None, action string to show, reasoning, error)`` for a bare action or a policy response.
 
-    An element action whose id is not in the current tree is refused here, as the browser would
-    refuse it, so the world model is never asked to imagine the effect of clicking nothing.
+    The text is read as RealWeb-v0 reads it (:func:`~dynaweb_env.actions.read_action`). An element
+    action whose id is not in the current tree, and a navigation the real env would refuse, are
+    refused here with the real env's words, so the world model is never asked to imagine them.
     """
-    if not isinstance(text, str):
-        return None, "", "", _INVALID_ACTION.format(f"action must be a string, got {type(text).__name__}")
-    try:
-        action, reasoning = parse_action(text), ""
-    except ActionParseError as direct_error:
-        extracted = extract_action(text)
-        if extracted == text.strip():
-            return None, extracted[:200], "", _INVALID_ACTION.format(direct_error)
-        reasoning = extract_reasoning(text)
-        try:
-            action = parse_action(extracted)
-        except ActionParseError as error:
-            return None, extracted[:200], reasoning, _INVALID_ACTION.format(error)
-    shown = format_action(action)
-    if action.element_id is not None and action.element_id not in axtree_element_ids(axtree):
-        return None, shown, reasoning, _MISSING_ELEMENT.format(action.element_id)
-    return action, shown, reasoning, ""
+    read = read_action(text)
+    if read.action is None:
+        return None, read.shown, read.reasoning, read.error
+    action = read.action
+    if action.element_id is not None and action.element_id not in axtree_element_ids(episode.axtree):
+        return None, read.shown, read.reasoning, _MISSING_ELEMENT.format(action.element_id)
+    refusal = _navigation_refusal(action, episode)
+    return (None if refusal else action), read.shown, read.reasoning, refusal
+
+
+_LINK_URL = re.compile(r"""\burl=(?:'([^']*)'|"([^"]*)")""")
+
+
+def _navigation_refusal(action: Action, episode: DreamEpisode) -> str:
+    """Why RealWeb-v0 would refuse ``action`` as a navigation out of the task (``goto``, a link click), or ""."""
+    policy = NavigationPolicy.for_start_url(episode.start.url)
+    if action.name == "goto":
+        return policy.refusal(action.arg("url"), base_url=episode.url)
+    if action.name == "click":
+        link = _LINK_URL.search(axtree_element_line(episode.axtree, action.arg("element_id"), MAX_TEXT_LENGTH))
+        href = (link.group(1) or link.group(2)) if link else ""
+        if href and not href.lower().startswith("javascript:"):  # as the real env: a page's own script link runs
+            return policy.refusal(href, base_url=episode.url)
+    return ""
 
 
 def _world_model_request(episode: DreamEpisode) -> WorldModelRequest:
@@ -159,7 +176,7 @@ class DreamDynamics:
         terminated = [False] * len(episodes)
         asks: list[int] = []
         for index, (episode, text) in enumerate(zip(staged, actions, strict=True)):
-            action, shown, reasoning, error = _read_action(text, episode.axtree)
+            action, shown, reasoning, error = _read_action(text, episode)
             episode.num_steps += 1
             episode.last_action, episode.last_action_error = shown, error
             infos.append(
@@ -182,7 +199,13 @@ class DreamDynamics:
             predictions, failed = [], dict.fromkeys(asks, f"world model: {error}")
         for index, prediction in zip([] if failed else asks, predictions, strict=True):
             episode = staged[index]
-            episode.url, episode.axtree = prediction.url, prediction.axtree
+            refusal = NavigationPolicy.for_start_url(episode.start.url).refusal(prediction.url, episode.url)
+            if prediction.url != episode.url and refusal:
+                # The real browser would have refused to go there: the page stays, as it would have.
+                episode.last_action_error = refusal
+                infos[index]["world_model_error"] = f"predicted URL refused: {refusal}"
+                continue
+            episode.url, episode.axtree = prediction.url, truncate_axtree(prediction.axtree, MAX_TEXT_LENGTH)
             episode.previous_action = episode.last_action
             infos[index]["changes"] = prediction.changes
             infos[index]["world_model_error"] = prediction.error or ""
