@@ -33,6 +33,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from dynaweb_env.agent import format_policy_response
 from dynaweb_env.llm.base import Conversation, Generation, GenerationBackend, SamplingParams
 
 from .encoding import EpisodeEncoder
@@ -308,12 +309,12 @@ class ExpertBackend:
         observation, task_id = self.recorder.observations[slot], self.recorder.task_ids[slot]
         expert = self.experts.get(task_id)
         if expert is None:
-            return f"REASON: no scripted expert for task {task_id!r}.\nACTION: stop [N/A]"
+            return format_policy_response(f"no scripted expert for task {task_id!r}.", "stop [N/A]")
         try:
             return expert.respond(observation)
         except ExpertError as error:
             reason = " ".join(str(error).split())[:200]
-            return f"REASON: the expert does not recognise the page ({reason}).\nACTION: stop [N/A]"
+            return format_policy_response(f"the expert does not recognise the page ({reason}).", "stop [N/A]")
 
     def generate_from_ids(self, prompt_ids: Sequence[list[int]], params: SamplingParams) -> list[Generation]:
         """Answer each episode from the observation of the sub-env it belongs to (``params`` is ignored)."""

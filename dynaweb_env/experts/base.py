@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable
 from typing import ClassVar
 
+from ..agent import format_policy_response
 from ..axtree import AxNode, parse_axtree
 from ..observation import render_observation
 
@@ -88,9 +89,8 @@ class ExpertPolicy:
         raise NotImplementedError
 
     def respond(self, observation: dict[str, str]) -> str:
-        """The expert's answer in the policy's response format (``REASON: ...\\nACTION: ...``)."""
-        reasoning, action = self.act(observation)
-        return f"REASON: {reasoning}\nACTION: {action}"
+        """The expert's answer in the policy's response format (:func:`~dynaweb_env.agent.format_policy_response`)."""
+        return format_policy_response(*self.act(observation))
 
     def __call__(self, observation: dict[str, str]) -> tuple[str, str]:
         return self.act(observation)
