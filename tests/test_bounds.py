@@ -56,7 +56,8 @@ def test_actions_longer_than_the_space_admits_are_refused() -> None:
     assert len(longest) == MAX_ACTION_LENGTH and read_action(longest).action is not None
     read = read_action(longest + " ")
     assert read.action is None and len(read.shown) <= 200
-    assert read.error == f"invalid action: the action is {MAX_ACTION_LENGTH + 1} characters long, more than the 4096 allowed"
+    length = MAX_ACTION_LENGTH + 1
+    assert read.error == f"invalid action: the action is {length} characters long, more than the 4096 allowed"
 
 
 def test_fit_observation_keeps_every_field_in_the_space() -> None:
