@@ -75,3 +75,20 @@ def test_one_env_called_from_a_different_thread_each_time(require_browser: None)
     finally:
         on_new_thread(env.close)
     assert set(live_chromium_pids()) <= before  # closed from another thread, still no browser left behind
+
+
+@pytest.mark.browser
+def test_a_call_stuck_outside_the_browser_is_abandoned_and_the_env_recovers(require_browser: None) -> None:
+    env = gym.make("RealWeb-v0", task="miniwob.click-button", step_timeout_s=2.0).unwrapped
+    try:
+        env.reset(options={"task_seed": 3})
+        stuck = env._thread
+        release = threading.Event()
+        with pytest.raises(TimeoutError, match="no answer from the browser within 2 s"):
+            env.run_in_browser(lambda page: release.wait(60))  # busy in Python: killing the browser cannot free it
+        assert env._thread is None and env.browser_pids == []
+        observation, _ = env.reset(options={"task_seed": 3})  # on a new thread, with a new browser
+        assert env._thread is not stuck and observation["goal"].startswith("Click on the")
+        release.set()
+    finally:
+        env.close()

@@ -43,7 +43,7 @@ T = TypeVar("T")
 MAX_ERROR_LENGTH = 1000
 #: Seconds a call that outlived its limit gets to return once its browser is killed; after that
 #: its thread is abandoned and the env starts a new one.
-ABANDON_AFTER_S = 10.0
+ABANDON_AFTER_S = 5.0
 
 
 class RealWebEnv(gym.Env[dict, str]):
