@@ -17,7 +17,7 @@ Example:
 
 from gymnasium.envs.registration import register, registry
 
-from .actions import Action, ActionParseError, extract_action, format_action, parse_action
+from .actions import Action, ActionParseError, extract_action, format_action, parse_action, read_action
 from .spaces import OBSERVATION_KEYS, WebText, web_action_space, web_observation_space
 
 __version__ = "0.1.0"
@@ -40,6 +40,7 @@ __all__ = [
     "extract_action",
     "format_action",
     "parse_action",
+    "read_action",
     "web_action_space",
     "web_observation_space",
 ]

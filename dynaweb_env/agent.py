@@ -13,7 +13,9 @@ turn is a chat exchange::
 The whole episode is one growing conversation (multi-turn), so the tokens a trainer optimises are
 exactly the tokens the policy saw and sampled. Two response styles exist: ``"compact"`` (``REASON``
 and ``ACTION`` only; the default, suited to small models) and ``"paper"`` (the paper's five
-sections). :func:`dynaweb_env.actions.extract_action` reads the action from either.
+sections). :func:`format_policy_response` is the one writer of the format;
+:func:`dynaweb_env.actions.read_action` (what both envs use) and
+:func:`dynaweb_env.actions.extract_action` read the action from either style.
 """
 
 from __future__ import annotations

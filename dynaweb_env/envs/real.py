@@ -249,7 +249,7 @@ class RealWebEnv(gym.Env[dict, str]):
             outcome = self._in_browser(lambda: self._execute(parsed, read.shown), self.step_timeout_s)
         except Exception as error:  # noqa: BLE001 - any browser failure ends the episode, never the caller
             self._broken = True
-            message = f"browser failure: {type(error).__name__}: {_first_line(str(error))}"
+            message = _shorten(f"browser failure: {type(error).__name__}: {_first_line(str(error))}")
             observation = {**self._observation, "last_action": read.shown, "last_action_error": message}
             self._observation = observation
             return observation, 0.0, False, True, self._info({}, error=message)
