@@ -71,16 +71,20 @@ class BrowserGuard:
         return ""
 
     def guard_request(self, route: Any, request: Any) -> None:
-        # Navigations the pre-checks cannot foresee (scripts, forms, redirects, pop-ups). A 204 answer
-        # makes Chromium stay on the current document, so the task's page keeps its state. Never raises:
-        # an exception here would surface in whatever action is running.
+        """Playwright route handler: stop navigations out of the task that the pre-checks cannot foresee.
+
+        Scripts, forms, redirects and pop-ups. A "204 No Content" answer makes Chromium stay on the
+        current document, so the task's page keeps its state; a pop-up's request is aborted and the
+        pop-up closed after the step.
+        """
+        # Never raises: an exception here would surface in whatever action is running.
         try:
             if not request.is_navigation_request() or self.policy.allows(request.url):
                 route.fallback()
                 return
             self.refused.append(request.url)
             if self._opens_a_new_page(request):
-                route.abort("blockedbyclient")  # a pop-up: it shows an error page and is closed after the step
+                route.abort("blockedbyclient")
             else:
                 route.fulfill(status=204, body="")
         except Exception:  # noqa: BLE001 - a page closed mid-request has nothing left to guard
