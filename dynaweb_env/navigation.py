@@ -25,6 +25,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import unquote, urljoin, urlsplit
 
+#: The scheme of MiniWoB++ pages in trajectory files (``miniwob:///<page>``, see :mod:`dynaweb_env.data.urls`);
+#: a dream started from one read without the ``miniwob`` package keeps it.
+PORTABLE_SCHEME = "miniwob"
 #: Longest part of a refused URL repeated in the message.
 MAX_SHOWN_URL_LENGTH = 200
 
@@ -63,7 +66,11 @@ def url_in_domains(url: str, domains: Sequence[str]) -> bool:
 def absolute_url(url: str, base_url: str = "") -> str:
     """``url`` resolved against ``base_url`` when it has no scheme of its own (as a browser resolves a link)."""
     try:
-        return urljoin(base_url, url) if base_url and not urlsplit(url).scheme else url
+        if not base_url or urlsplit(url).scheme:
+            return url
+        if urlsplit(base_url).scheme == PORTABLE_SCHEME:  # urljoin resolves only schemes it knows
+            return PORTABLE_SCHEME + urljoin("file" + base_url[len(PORTABLE_SCHEME) :], url)[len("file") :]
+        return urljoin(base_url, url)
     except ValueError:  # not a URL at all, e.g. "http://[::1"
         return url
 
@@ -91,7 +98,8 @@ class NavigationPolicy:
 
     Attributes:
         domains: Hosts (``"example.com"`` also admits its subdomains) or ``"host:port"``.
-        directories: ``file:`` directory URLs (ending in ``/``) whose files and subdirectories are allowed.
+        directories: ``file:`` directory URLs (ending in ``/``) whose files and subdirectories are allowed,
+            or ``miniwob:///`` for the portable MiniWoB++ pages.
     """
 
     domains: tuple[str, ...] = ()
@@ -111,8 +119,10 @@ class NavigationPolicy:
         if start.scheme == "file":
             path = _file_path(start_url) or "/"
             start_directory = "file://" + (path if path.endswith("/") else posixpath.dirname(path).rstrip("/") + "/")
+        elif start.scheme == PORTABLE_SCHEME:  # a recorded page read without the miniwob package installed
+            start_directory = f"{PORTABLE_SCHEME}:///"
         if allowed is None:
-            allowed = ["file://"] if start.scheme == "file" else ([start.netloc] if start.netloc else [])
+            allowed = ["file://"] if start_directory else ([start.netloc] if start.netloc else [])
         domains: list[str] = []
         directories: list[str] = []
         for entry in allowed:
@@ -158,6 +168,8 @@ class NavigationPolicy:
             return True
         if scheme in ("http", "https"):
             return url_in_domains(url, self.domains)
+        if scheme == PORTABLE_SCHEME:
+            return f"{PORTABLE_SCHEME}:///" in self.directories and "/../" not in urlsplit(url).path + "/"
         if scheme == "file":
             path = _file_path(url)
             if path is None:
@@ -166,4 +178,4 @@ class NavigationPolicy:
         return False  # data:, blob:, javascript:, chrome:, about:..., and every other scheme
 
 
-__all__ = ["MAX_SHOWN_URL_LENGTH", "NavigationPolicy", "absolute_url", "url_in_domains"]
+__all__ = ["MAX_SHOWN_URL_LENGTH", "PORTABLE_SCHEME", "NavigationPolicy", "absolute_url", "url_in_domains"]

@@ -70,6 +70,17 @@ def test_policy_for_sites_and_explicit_lists() -> None:
     assert "(example.com, file:///srv/pages/miniwob/, file:///srv/extra/)" in listed.refusal("file:///etc/x")
 
 
+def test_policy_for_portable_miniwob_pages() -> None:
+    # Trajectories read without the miniwob package keep the portable form; a dream from them stays on it.
+    portable = NavigationPolicy.for_start_url("miniwob:///click-button.html")
+    assert (
+        portable.refusal("miniwob:///click-dialog.html") == ""
+        and portable.refusal("other.html", "miniwob:///a.html") == ""
+    )
+    assert not portable.allows("miniwob:///../etc/passwd") and not portable.allows("file:///etc/passwd")
+    assert not POLICY.allows("miniwob:///click-dialog.html")  # a real page's policy never admits the portable form
+
+
 # ---------------------------------------------------------------------------- real Chromium
 
 SECRET_MARKERS = ("root:x:0", "Index of /", "127.0.0.1", "pwned")  # /etc/passwd, listings, /etc/hosts, agent pages
