@@ -113,7 +113,7 @@ class RealWebEnv(gym.Env[dict, str]):
     gym.make("RealWeb-v0", task="miniwob.click-button", tasks=None, max_steps=10,
              allowed_domains=None, headless=True, action_timeout_ms=None, element_timeout_ms=2000,
              step_timeout_s=60.0, reset_timeout_s=120.0, pre_observation_delay=0.5, max_tabs=8,
-             max_page_elements=50_000, render_mode=None)
+             max_page_elements=20_000, render_mode=None)
     ```
 
     * ``task``: a BrowserGym task id (``miniwob.<name>``; ``webarena.<n>`` etc. once that benchmark
