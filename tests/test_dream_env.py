@@ -383,3 +383,36 @@ def test_sampled_world_model_is_seeded_from_the_env():
         env.reset(seed=seed, options={"task": "miniwob.click-button", "task_seed": 0})
         changes.append(env.step("click [13]")[4]["changes"])
     assert changes[0] == changes[1] != changes[2]
+
+
+# --- judge on demand ---------------------------------------------------------------------------
+
+
+def test_finish_judges_a_running_dream_now_and_only_once(start_file):
+    backend = ScriptedBackend()
+    env = make_env(start_file, backend)
+    with pytest.raises(gym.error.ResetNeeded):
+        env.finish()
+    env.reset(seed=0, options={"task": "miniwob.click-button", "task_seed": 2})
+    *_, info = env.step("click [13]")
+    assert info["judged"] is False and "end_reason" not in info
+    reward, info = env.finish()
+    assert reward == 0.0 and info["judged"] is True and info["end_reason"] == "finish"
+    assert info["judge_reasoning"] == "checked the answer." and info["dream_step"] == 1
+    assert backend.calls == [("world_model", 1), ("judge", 1)]
+    assert env.finish() == (reward, info) and backend.count("judge") == 1  # the verdict is kept
+    with pytest.raises(gym.error.ResetNeeded):
+        env.step("click [13]")
+
+
+def test_finish_after_the_dream_ended_returns_its_verdict(start_file):
+    backend = ScriptedBackend()
+    env = gym.make("DreamWeb-v0", world_model=backend, start_states=start_file)
+    env.reset(seed=0, options={"task": "miniwob.click-button"})
+    _, reward, terminated, _, info = env.step("stop [ONE]")
+    assert terminated and reward == 1.0 and info["judged"] is True
+    assert env.unwrapped.finish() == (1.0, info) and backend.count("judge") == 1
+    env.reset(seed=0, options={"task": "miniwob.click-button"})
+    reward, info = env.unwrapped.finish()  # nothing done: scored 0 by rule, still a verdict
+    assert (reward, info["judged"], info["judge_reasoning"]) == (0.0, True, "the dream took no valid action")
+    assert backend.count("judge") == 1

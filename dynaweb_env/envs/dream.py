@@ -49,6 +49,8 @@ class DreamEpisode:
     answer: str | None = None
     num_steps: int = 0
     done: bool = False
+    #: ``(reward, info)`` of the step (or ``finish``) that ended the dream; ``None`` while it runs.
+    verdict: tuple[float, dict[str, Any]] | None = None
 
     @classmethod
     def begin(cls, start: StartState) -> DreamEpisode:
@@ -227,6 +229,19 @@ class DreamDynamics:
             for i, episode in enumerate(episodes)
         ]
 
+    def finish(self, episodes: Sequence[DreamEpisode], seed: int | None = None) -> list[tuple[float, dict]]:
+        """End the running episodes now and judge them (one call), as a truncation would; ``end_reason="finish"``.
+
+        Returns one ``(reward, info)`` per episode, ``info`` as on a final step; an episode that had
+        already ended gives its verdict again (no new judge call).
+        """
+        running = [index for index, episode in enumerate(episodes) if not episode.done]
+        blank = {"changes": "", "world_model_error": ""}
+        infos = [{**episodes[i].reset_info(), "dream_step": episodes[i].num_steps, **blank} for i in running]
+        ended = [True] * len(running)
+        self._finish([episodes[i] for i in running], ended, list(ended), infos, seed, {}, end_reason="finish")
+        return [(episode.verdict[0], dict(episode.verdict[1])) for episode in episodes]  # type: ignore[index]
+
     def _finish(
         self,
         episodes: Sequence[DreamEpisode],
@@ -235,6 +250,7 @@ class DreamDynamics:
         infos: list[dict[str, Any]],
         seed: int | None,
         failed: dict[int, str],
+        end_reason: str | None = None,
     ) -> list[float]:
         """End the finished episodes and judge them; a judge failure truncates them with reward 0.
 
@@ -243,11 +259,12 @@ class DreamDynamics:
         rewards = [0.0] * len(episodes)
         to_judge: list[int] = []
         for index, episode in enumerate(episodes):
+            infos[index]["judged"] = terminated[index] or truncated[index]
             if not (terminated[index] or truncated[index]):
                 continue
             episode.done = True
             ended_by = "stop" if episode.answer is not None else "terminal_state"
-            infos[index]["end_reason"] = ended_by if terminated[index] else "dream_length"
+            infos[index]["end_reason"] = end_reason or (ended_by if terminated[index] else "dream_length")
             if index in failed:
                 continue
             if episode.steps:
@@ -268,8 +285,11 @@ class DreamDynamics:
         for index, message in failed.items():
             # No verdict: the episode is cut (truncated), not finished, and its reward is no judgement.
             terminated[index], truncated[index] = False, True
-            infos[index].update(end_reason="backend_error", backend_error=message, judge_reasoning="")
+            infos[index].update(end_reason="backend_error", backend_error=message, judge_reasoning="", judged=False)
             infos[index]["judge_error"] = message if message.startswith("judge:") else ""
+        for index, episode in enumerate(episodes):
+            if episode.done and episode.verdict is None:
+                episode.verdict = (rewards[index], dict(infos[index]))
         return rewards
 
     @staticmethod
@@ -323,8 +343,10 @@ def build_dynamics(
 
     def backend(spec: str | dict | GenerationBackend) -> GenerationBackend:
         from ..llm import make_backend  # deferred: importing backends pulls in torch
+        from ..llm.batching import shared_batching_backend
 
-        return make_backend(spec) if isinstance(spec, (str, dict)) else spec
+        # Shared per backend: envs stepped on several threads of one process batch their calls together.
+        return shared_batching_backend(make_backend(spec) if isinstance(spec, (str, dict)) else spec)
 
     def make_world_model() -> WebWorldModel:
         if isinstance(world_model, WebWorldModel):
@@ -392,11 +414,14 @@ class DreamWebEnv(gym.Env[dict[str, str], str]):
       failed and ``info["end_reason"]`` is ``"backend_error"``. A world-model failure leaves the
       page as it was and the step uncounted. Timeouts and retries of a server backend are set in its
       spec, e.g. ``"openai:<model>@http://host:8000/v1?timeout=300&retries=1"``.
+    - On demand: :meth:`finish` ends the dream now and judges it, for hosts that end episodes
+      themselves (a turn cap, a model that stops calling tools).
 
     ``info`` carries ``task_id``, ``source="dream"``, ``trajectory_id``, ``start_step_index`` (of
     the start state in its recording), ``dream_step``, ``changes`` (the predicted Δ),
-    ``world_model_error`` (``""`` if the output was well-formed) and, on the final step,
-    ``end_reason``, ``judge_reasoning`` and ``judge_error``.
+    ``world_model_error`` (``""`` if the output was well-formed), ``judged`` (the reward is the
+    dream's verdict: final steps without a backend failure) and, on the final step, ``end_reason``,
+    ``judge_reasoning`` and ``judge_error``.
 
     ## Arguments
 
@@ -472,6 +497,17 @@ class DreamWebEnv(gym.Env[dict[str, str], str]):
         seed = int(self.np_random.integers(2**31 - 1))
         (result,) = self.dynamics.step([self._episode], [action], seed=seed)
         return result
+
+    def finish(self) -> tuple[float, dict[str, Any]]:
+        """End the dream now and judge it: ``(reward, info)`` as on a final step (``end_reason="finish"``).
+
+        An ended dream gives its verdict again. After ``gym.make``: ``env.unwrapped.finish()``.
+        """
+        if self._episode is None:
+            raise gym.error.ResetNeeded("call reset() before finish()")
+        seed = None if self._episode.done else int(self.np_random.integers(2**31 - 1))
+        ((reward, info),) = self.dynamics.finish([self._episode], seed=seed)
+        return reward, info
 
     def render(self) -> str | None:
         if self.render_mode is None:
