@@ -12,7 +12,7 @@ How a batch forms (no extra thread: the caller that dispatches a batch runs it):
 - Calls with the same sampling parameters (seed aside) may be merged; the world model's and the
   judge's calls, which sample differently, form separate batches.
 - A batch is dispatched as soon as every *active* thread (one that called in the last
-  ``active_window_s`` seconds) is waiting, when ``max_batch_size`` conversations wait, or
+  ``active_window_s`` seconds and is still alive) is waiting, when ``max_batch_size`` conversations wait, or
   ``max_wait_s`` after its oldest call arrived. A lone thread is never delayed.
 - The wrapped backend runs one batch at a time; calls that arrive meanwhile wait and join the next
   batch, which is what keeps a busy model full.
@@ -49,7 +49,7 @@ DEFAULT_ACTIVE_WINDOW_S = 2.0
 class _Call:
     conversations: list[Conversation]
     params: SamplingParams
-    thread: int
+    thread: threading.Thread
     arrived: float
     result: list[Generation] | None = None
     error: BaseException | None = None
@@ -110,7 +110,7 @@ class BatchingBackend:
         self._condition = threading.Condition()
         self._pending: list[_Call] = []
         self._running = False
-        self._last_seen: dict[int, float] = {}
+        self._last_seen: dict[threading.Thread, float] = {}
         #: Sizes (in calls) of the batches run so far; for tests and benchmarks.
         self.batch_sizes: list[int] = []
 
@@ -125,7 +125,7 @@ class BatchingBackend:
         conversations = list(conversations)
         if not conversations:
             return []
-        call = _Call(conversations, params, threading.get_ident(), time.monotonic())
+        call = _Call(conversations, params, threading.current_thread(), time.monotonic())
         with self._condition:
             self._pending.append(call)
             self._last_seen[call.thread] = call.arrived
@@ -173,7 +173,8 @@ class BatchingBackend:
         oldest = self._pending[0]
         group = [call for call in self._pending if call.key == oldest.key]
         waiting_threads = {call.thread for call in self._pending}
-        active = {t for t, seen in self._last_seen.items() if now - seen <= self.active_window_s} | waiting_threads
+        recent = {t for t, seen in self._last_seen.items() if now - seen <= self.active_window_s and t.is_alive()}
+        active = recent | waiting_threads
         size = sum(len(call.conversations) for call in group)
         full = self.max_batch_size is not None and size >= self.max_batch_size
         if not (waiting_threads >= active or full or now - oldest.arrived >= self.max_wait_s):
@@ -201,7 +202,8 @@ class BatchingBackend:
         return max(0.0, self._pending[0].arrived + self.max_wait_s - time.monotonic())
 
     def _forget_idle(self, now: float) -> None:
-        for thread in [t for t, seen in self._last_seen.items() if now - seen > self.active_window_s]:
+        idle = [t for t, seen in self._last_seen.items() if now - seen > self.active_window_s or not t.is_alive()]
+        for thread in idle:
             del self._last_seen[thread]
 
     # --- running a batch (called without the condition) -----------------------------------------
