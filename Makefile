@@ -6,7 +6,7 @@ export PIP_ROOT_USER_ACTION := ignore
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 PIP := $(PYTHON) -m pip -q
 STAMPS := .make-stamps
-EXTRAS := browser,train,dev
+EXTRAS := browser,train,dev,openenv,skyrl,gem
 
 .PHONY: setup demo test test-slow lint clean-stamps
 
