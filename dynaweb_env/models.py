@@ -133,6 +133,26 @@ def _ensure_chat_template(tokenizer) -> None:
     # because every prompt the project builds goes through apply_chat_template.
     if not tokenizer.chat_template or "<|im_start|>" not in tokenizer.chat_template:
         tokenizer.chat_template = CHATML_TEMPLATE
+    # Then the same template with tool calling (TRL's environment_factory needs it); it renders
+    # plain chats exactly as CHATML_TEMPLATE does.
+    from .tool_calling import add_tool_calling
+
+    add_tool_calling(tokenizer)
+
+
+def _upgrade_tokenizer(target: Path) -> None:
+    """Give a model prepared before the tool-calling template its template (tokenizer files only)."""
+    from .tool_calling import TOOL_CALLING_CHAT_TEMPLATE
+
+    template_file = target / "chat_template.jinja"
+    if template_file.is_file() and template_file.read_text() == TOOL_CALLING_CHAT_TEMPLATE:
+        return
+    from transformers import AutoTokenizer
+
+    with _file_lock(target.parent / f".{target.name}.lock"):
+        tokenizer = AutoTokenizer.from_pretrained(target)
+        _ensure_chat_template(tokenizer)
+        tokenizer.save_pretrained(target)
 
 
 def _build_smollm2(target: Path) -> None:
@@ -367,6 +387,7 @@ def prepare_model(name: str, *, force: bool = False, verbose: bool = False) -> P
     """
     target = model_dir(name)
     if is_prepared(name) and not force:
+        _upgrade_tokenizer(target)
         return target
     root = cache_dir()
     with _file_lock(root / f".{name}.lock"):

@@ -57,7 +57,7 @@ def server_url():
 def test_typed_client_plays_a_dream_to_a_judged_end(server_url):
     with DynaWebClient(base_url=server_url).sync() as client:
         result = client.reset(seed=0, task="miniwob.click-button", task_seed=0)
-        assert "[13] button 'ONE'" in result.observation.axtree and result.observation.goal
+        assert "[13] button" in result.observation.axtree and result.observation.goal
         assert result.done is False and result.reward is None
         steps = 0
         while not result.done:

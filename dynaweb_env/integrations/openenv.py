@@ -188,7 +188,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--max-sessions", type=int, default=8, help="most client sessions (envs) at once")
     parser.add_argument(
-        "--env-kwargs", default="{}", help='JSON keyword arguments for gym.make, e.g. \'{"world_model": "tiny-random"}\''
+        "--env-kwargs",
+        default="{}",
+        help='JSON keyword arguments for gym.make, e.g. \'{"world_model": "tiny-random"}\'',
     )
     args = parser.parse_args(argv)
     try:
