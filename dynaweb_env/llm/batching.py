@@ -13,7 +13,8 @@ How a batch forms (no extra thread: the caller that dispatches a batch runs it):
   judge's calls, which sample differently, form separate batches.
 - A batch is dispatched as soon as every *active* thread (one that called in the last
   ``active_window_s`` seconds and is still alive) is waiting, when ``max_batch_size`` conversations wait, or
-  ``max_wait_s`` after its oldest call arrived. A lone thread is never delayed.
+  ``max_wait_s`` after its oldest call arrived. A lone thread is not delayed, except for the very
+  first call (:data:`COLD_START_WAIT_S`), when threads that start together are not known yet.
 - The wrapped backend runs one batch at a time; calls that arrive meanwhile wait and join the next
   batch, which is what keeps a busy model full.
 
@@ -43,6 +44,9 @@ from .base import Conversation, Generation, GenerationBackend, SamplingParams
 DEFAULT_MAX_WAIT_S = 0.05
 #: A thread that called within this many seconds is expected to call again soon (seconds).
 DEFAULT_ACTIVE_WINDOW_S = 2.0
+#: The very first batch, when no thread is known yet, waits this long for threads that start
+#: together (seconds; at most ``max_wait_s``).
+COLD_START_WAIT_S = 0.02
 
 
 @dataclass(eq=False)
@@ -111,6 +115,7 @@ class BatchingBackend:
         self._pending: list[_Call] = []
         self._running = False
         self._last_seen: dict[threading.Thread, float] = {}
+        self._cold = True  # no batch has run yet
         #: Sizes (in calls) of the batches run so far; for tests and benchmarks.
         self.batch_sizes: list[int] = []
 
@@ -177,8 +182,11 @@ class BatchingBackend:
         active = recent | waiting_threads
         size = sum(len(call.conversations) for call in group)
         full = self.max_batch_size is not None and size >= self.max_batch_size
-        if not (waiting_threads >= active or full or now - oldest.arrived >= self.max_wait_s):
+        waited = now - oldest.arrived
+        everyone = waiting_threads >= active and not (self._cold and waited < min(self.max_wait_s, COLD_START_WAIT_S))
+        if not (everyone or full or waited >= self.max_wait_s):
             return None
+        self._cold = False
         if self.max_batch_size is not None:
             group = self._fit(group)
         taken = set(map(id, group))
@@ -199,7 +207,8 @@ class BatchingBackend:
     def _time_to_deadline(self) -> float | None:
         if self._running or not self._pending:
             return None  # woken by notify when a batch ends or a call arrives
-        return max(0.0, self._pending[0].arrived + self.max_wait_s - time.monotonic())
+        wait = min(self.max_wait_s, COLD_START_WAIT_S) if self._cold else self.max_wait_s
+        return max(0.0, self._pending[0].arrived + wait - time.monotonic())
 
     def _forget_idle(self, now: float) -> None:
         idle = [t for t, seen in self._last_seen.items() if now - seen > self.active_window_s or not t.is_alive()]
@@ -257,4 +266,11 @@ def shared_batching_backend(backend: GenerationBackend) -> BatchingBackend:
         return wrapper
 
 
-__all__ = ["BatchingBackend", "DEFAULT_ACTIVE_WINDOW_S", "DEFAULT_MAX_WAIT_S", "merged_seed", "shared_batching_backend"]
+__all__ = [
+    "BatchingBackend",
+    "COLD_START_WAIT_S",
+    "DEFAULT_ACTIVE_WINDOW_S",
+    "DEFAULT_MAX_WAIT_S",
+    "merged_seed",
+    "shared_batching_backend",
+]
