@@ -145,8 +145,9 @@ def _upgrade_tokenizer(target: Path) -> None:
     from .tool_calling import TOOL_CALLING_CHAT_TEMPLATE
 
     template_file = target / "chat_template.jinja"
-    if template_file.is_file() and template_file.read_text() == TOOL_CALLING_CHAT_TEMPLATE:
-        return
+    template = template_file.read_text() if template_file.is_file() else ""
+    if "<|im_start|>" not in template or template == TOOL_CALLING_CHAT_TEMPLATE:
+        return  # up to date, or not a ChatML model
     from transformers import AutoTokenizer
 
     with _file_lock(target.parent / f".{target.name}.lock"):

@@ -43,6 +43,21 @@ def test_embedded_template_supports_tools_and_renders_plain_chats_as_before():
     assert parsed["tool_calls"][0]["function"] == {"name": "click", "arguments": {"element_id": "13"}}
 
 
+def test_a_model_prepared_before_the_template_gets_it(tmp_path, monkeypatch):
+    import shutil
+
+    from dynaweb_env import models
+
+    old = tmp_path / "models" / "tiny-random"
+    shutil.copytree(prepare_model("tiny-random"), old)
+    tokenizer = AutoTokenizer.from_pretrained(old)
+    tokenizer.chat_template, tokenizer.response_template = CHATML_TEMPLATE, None
+    tokenizer.save_pretrained(old)  # as an earlier version of the project wrote it
+    monkeypatch.setenv(models.CACHE_ENV_VAR, str(tmp_path))
+    assert prepare_model("tiny-random") == old
+    assert AutoTokenizer.from_pretrained(old).chat_template == TOOL_CALLING_CHAT_TEMPLATE
+
+
 def test_tools_act_on_the_dream_and_the_reward_is_a_verdict():
     tools = dreamweb_environment_factory(**ENV_KWARGS)()
     page = tools.reset(prompt=[], task="miniwob.click-button", task_seed=0, step_index=0, seed=3)
