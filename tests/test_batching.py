@@ -9,7 +9,7 @@ import gymnasium as gym
 import pytest
 
 import dynaweb_env  # noqa: F401  (registers the envs)
-from dynaweb_env.llm.base import Generation, SamplingParams
+from dynaweb_env.llm.base import Generation, GenerationError, SamplingParams
 from dynaweb_env.llm.batching import BatchingBackend, merged_seed, shared_batching_backend
 
 
@@ -32,7 +32,9 @@ class EchoBackend:
         try:
             time.sleep(self.delay)
             if self.fail:
-                raise RuntimeError("model crashed")
+                raise GenerationError("model crashed")
+            if any(conversation[-1]["content"] == "bad" for conversation in conversations):
+                raise ValueError("bad prompt")
             self.calls.append((len(conversations), params.seed))
             return [Generation(text=conversation[-1]["content"]) for conversation in conversations]
         finally:
@@ -110,10 +112,18 @@ def test_a_lone_thread_is_not_delayed_and_keeps_its_seed():
     assert backend.generate_from_ids([[1, 2]], SamplingParams())[0].text == "[1, 2]"
 
 
-def test_a_failed_batch_raises_in_every_caller():
-    backend = BatchingBackend(EchoBackend(fail=True), max_wait_s=0.5)
+def test_a_failed_model_fails_the_batch_but_a_bad_prompt_fails_only_its_caller():
+    inner = EchoBackend(fail=True, delay=0.05)
+    backend = BatchingBackend(inner, max_wait_s=0.5)
     results = _on_threads(lambda i: backend.generate([_ask(str(i))], SamplingParams()), 3)
-    assert all(isinstance(result, RuntimeError) and "model crashed" in str(result) for result in results)
+    assert all(isinstance(result, GenerationError) and "model crashed" in str(result) for result in results)
+    inner.fail = False
+    prompts = ["bad", "fine", "also fine"]
+    warm_up = lambda i: backend.generate([_ask("warm")], SamplingParams())  # noqa: E731
+    backend.batch_sizes.clear()
+    results = _on_threads(lambda i: backend.generate([_ask(prompts[i])], SamplingParams()), 3, warm_up)
+    assert isinstance(results[0], ValueError) and [r[0].text for r in results[1:]] == prompts[1:]
+    assert backend.batch_sizes[-2:] == [1, 1]  # the merged batch failed and was retried call by call
 
 
 def test_bad_arguments_and_sharing():

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import Conversation, Generation, GenerationBackend, SamplingParams
+from .base import Conversation, Generation, GenerationBackend, GenerationError, SamplingParams
 
 #: Longest a call waits for other threads' calls before its batch is dispatched anyway (seconds).
 DEFAULT_MAX_WAIT_S = 0.05
@@ -218,27 +218,41 @@ class BatchingBackend:
     # --- running a batch (called without the condition) -----------------------------------------
 
     def _run(self, batch: list[_Call]) -> None:
-        conversations = [conversation for call in batch for conversation in call.conversations]
         try:
-            params = batch[0].params
-            if len(batch) > 1:
-                params = replace(params, seed=merged_seed([call.params.seed for call in batch]))
-            generations = self.backend.generate(conversations, params)
-            if len(generations) != len(conversations):
-                raise RuntimeError(
-                    f"{type(self.backend).__name__} returned {len(generations)} completions for "
-                    f"{len(conversations)} conversations"
-                )
-        except BaseException as error:  # every caller sees its batch's failure
+            self._generate(batch)
+        except GenerationError as error:  # the model failed (server down, timeout): every caller sees it
             for call in batch:
                 call.error, call.done = error, True
-            return
+        except Exception as error:
+            if len(batch) == 1:
+                batch[0].error, batch[0].done = error, True
+            else:  # bad input somewhere: each call alone, so the error reaches only its own caller
+                for call in batch:
+                    self._run([call])
+        except BaseException as error:  # KeyboardInterrupt: re-raised in the thread that ran the batch
+            for call in batch:
+                call.error = GenerationError(f"the batch was interrupted ({type(error).__name__})")
+                call.done = True
+            raise
+        else:
+            self.batch_sizes.append(len(batch))
+
+    def _generate(self, batch: list[_Call]) -> None:
+        conversations = [conversation for call in batch for conversation in call.conversations]
+        params = batch[0].params
+        if len(batch) > 1:
+            params = replace(params, seed=merged_seed([call.params.seed for call in batch]))
+        generations = self.backend.generate(conversations, params)
+        if len(generations) != len(conversations):
+            raise GenerationError(
+                f"{type(self.backend).__name__} returned {len(generations)} completions for "
+                f"{len(conversations)} conversations"
+            )
         start = 0
         for call in batch:
             call.result = generations[start : start + len(call.conversations)]
             call.done = True
             start += len(call.conversations)
-        self.batch_sizes.append(len(batch))
 
     def __repr__(self) -> str:
         return f"BatchingBackend({self.backend!r})"
