@@ -15,7 +15,7 @@ Example::
 
     trainer = GRPOTrainer(
         model=str(prepare_model("smollm2-135m")),      # its template supports tool calling
-        args=GRPOConfig(num_generations=4, max_completion_length=2048, max_steps=10),
+        args=GRPOConfig(num_generations=4, max_completion_length=4096, max_steps=10),
         train_dataset=dreamweb_prompts(64),
         environment_factory=dreamweb_environment_factory(dream_length=5),
     )
