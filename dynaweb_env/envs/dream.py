@@ -230,11 +230,8 @@ class DreamDynamics:
         ]
 
     def finish(self, episodes: Sequence[DreamEpisode], seed: int | None = None) -> list[tuple[float, dict]]:
-        """End the running episodes now and judge them (one call), as a truncation would; ``end_reason="finish"``.
-
-        Returns one ``(reward, info)`` per episode, ``info`` as on a final step; an episode that had
-        already ended gives its verdict again (no new judge call).
-        """
+        """End the running episodes now and judge them (one call): ``(reward, info)`` per episode as on a final
+        step, ``end_reason="finish"``; an episode that had already ended gives its verdict again."""
         running = [index for index, episode in enumerate(episodes) if not episode.done]
         blank = {"changes": "", "world_model_error": ""}
         infos = [{**episodes[i].reset_info(), "dream_step": episodes[i].num_steps, **blank} for i in running]
@@ -414,8 +411,8 @@ class DreamWebEnv(gym.Env[dict[str, str], str]):
       failed and ``info["end_reason"]`` is ``"backend_error"``. A world-model failure leaves the
       page as it was and the step uncounted. Timeouts and retries of a server backend are set in its
       spec, e.g. ``"openai:<model>@http://host:8000/v1?timeout=300&retries=1"``.
-    - On demand: :meth:`finish` ends the dream now and judges it, for hosts that end episodes
-      themselves (a turn cap, a model that stops calling tools).
+    - On demand: :meth:`finish` (``env.unwrapped.finish()`` after ``gym.make``) ends the dream now
+      and judges it, for hosts that end episodes themselves (a turn cap, a model that stops calling tools).
 
     ``info`` carries ``task_id``, ``source="dream"``, ``trajectory_id``, ``start_step_index`` (of
     the start state in its recording), ``dream_step``, ``changes`` (the predicted Δ),
@@ -499,10 +496,7 @@ class DreamWebEnv(gym.Env[dict[str, str], str]):
         return result
 
     def finish(self) -> tuple[float, dict[str, Any]]:
-        """End the dream now and judge it: ``(reward, info)`` as on a final step (``end_reason="finish"``).
-
-        An ended dream gives its verdict again. After ``gym.make``: ``env.unwrapped.finish()``.
-        """
+        """End the dream now and judge it: ``(reward, info)`` as on a final step; an ended dream's verdict again."""
         if self._episode is None:
             raise gym.error.ResetNeeded("call reset() before finish()")
         seed = None if self._episode.done else int(self.np_random.integers(2**31 - 1))
