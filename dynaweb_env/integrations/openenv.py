@@ -20,8 +20,10 @@ OpenEnv's ``GenericEnvClient`` works too (``client.step({"action": "click [13]"}
 60-second message timeout is shorter than a dream step on a CPU can take (40–220 s with the default
 world model): pass ``message_timeout_s``. :class:`DynaWebClient` defaults to 600 s.
 
-Requires ``pip install 'dynaweb[openenv]'`` (``openenv-core``). Not installable beside verifiers
-0.4, whose MCP pin conflicts with openenv's.
+``--env RealWeb-v0`` serves real browsers; several sessions at once need RealWeb-v0 to be safe
+across threads (issue #18, item 3). Requires ``pip install 'dynaweb[openenv]'`` (``openenv-core``
+0.3; the ``openenv`` 0.10 distribution of the same package cannot be installed beside verifiers
+0.4, whose ``mcp==2.0.0`` pin conflicts with its ``fastmcp`` 3).
 """
 
 from __future__ import annotations

@@ -17,6 +17,9 @@ How a batch forms (no extra thread: the caller that dispatches a batch runs it):
   first call (:data:`COLD_START_WAIT_S`), when threads that start together are not known yet.
 - The wrapped backend runs one batch at a time; calls that arrive meanwhile wait and join the next
   batch, which is what keeps a busy model full.
+- A :class:`~dynaweb_env.llm.base.GenerationError` (the model failed) reaches every caller of the
+  batch; any other error (a bad prompt) makes the batch run again call by call, so it reaches only
+  the caller that caused it.
 
 Seeds: a call that is batched alone keeps its seed, so a single-threaded env is reproducible as
 before. A merged batch is sampled with a seed derived from all of its calls' seeds, so with
