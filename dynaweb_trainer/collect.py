@@ -43,12 +43,21 @@ from typing import Any
 import numpy as np
 
 from dynaweb_env.agent import format_policy_response
+from dynaweb_env.data.schema import Trajectory
 from dynaweb_env.experts import ExpertError, parse_axtree
 from dynaweb_env.llm.base import SamplingParams
 
 from .encoding import EpisodeEncoder
 from .evaluate import EvalConfig, make_real_vector_env
-from .policy import EXPERT_POLICY, ExpertBackend, LoadedPolicy, ObservationRecorder, PolicyLoadError, load_policy
+from .policy import (
+    EXPERT_POLICY,
+    LoadedPolicy,
+    PolicyLoadError,
+    PolicyTurn,
+    ScriptedExpertPolicy,
+    ScriptedPolicy,
+    load_policy,
+)
 
 #: The ``--policy`` value of the epsilon-greedy exploration policy.
 EXPLORE_POLICY = "explore"
@@ -118,41 +127,7 @@ def random_action(observation: Mapping[str, str], rng: np.random.Generator) -> t
     return f"Exploring: I {verb} {described} [{node.bid}] to see what it does.", f"{verb} [{node.bid}]"
 
 
-class EpisodeRecorder(ObservationRecorder):
-    """An :class:`~dynaweb_trainer.policy.ObservationRecorder` that also knows each sub-env's task seed and turn.
-
-    Attributes:
-        task_seeds: Per sub-env, the ``task_seed`` of its current episode (``info`` or reset options).
-        turns: Per sub-env, the steps taken since its last reset.
-    """
-
-    def __init__(self, env: Any):
-        super().__init__(env)
-        self.task_seeds: list[int] = [0] * self.num_envs
-        self.turns: list[int] = [0] * self.num_envs
-
-    def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
-        options = dict(options or {})
-        mask = options.get("reset_mask")  # read first: vector envs pop it from the options they get
-        observations, infos = super().reset(seed=seed, options=dict(options))
-        seeds, present = infos.get("task_seed"), infos.get("_task_seed")
-        for slot in range(self.num_envs):
-            if mask is not None and not mask[slot]:
-                continue
-            self.turns[slot] = 0
-            if seeds is not None and (present is None or bool(present[slot])):
-                self.task_seeds[slot] = int(seeds[slot])
-            elif options.get("task_seed") is not None:
-                self.task_seeds[slot] = int(options["task_seed"])
-        return observations, infos
-
-    def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
-        result = super().step(actions)
-        self.turns = [turn + 1 for turn in self.turns]
-        return result
-
-
-class ExplorationBackend(ExpertBackend):
+class ExplorationPolicy(ScriptedExpertPolicy):
     """The expert, replaced with probability ``epsilon`` by :func:`random_action` (reproducibly seeded).
 
     The choice at each step depends only on ``(seed, task, task seed, turn)``, never on which
@@ -160,40 +135,30 @@ class ExplorationBackend(ExpertBackend):
     page the expert does not recognise (after a random action), every action is random.
 
     Args:
-        encoder: The encoder ``run_episodes`` uses.
-        recorder: The :class:`EpisodeRecorder` around the vector env.
+        tokenizer: The tokenizer of the episode encoding.
         epsilon: Probability of a random action at each step.
         seed: Base seed of the random choices.
         experts: Task id -> expert (default: every registered expert).
     """
 
-    model_name = EXPLORE_POLICY
-
-    def __init__(
-        self,
-        encoder: EpisodeEncoder,
-        recorder: EpisodeRecorder,
-        epsilon: float,
-        seed: int = 0,
-        experts: Mapping[str, Any] | None = None,
-    ):
+    def __init__(self, tokenizer: Any, epsilon: float, seed: int = 0, experts: Mapping[str, Any] | None = None):
         if not 0.0 <= epsilon <= 1.0:
             raise ValueError(f"epsilon must be in [0, 1], got {epsilon}")
-        super().__init__(encoder, recorder, experts)
+        super().__init__(tokenizer, experts)
+        self.model_name = EXPLORE_POLICY
         self.epsilon, self.seed = epsilon, seed
 
-    def _respond(self, slot: int) -> str:
-        recorder = self.recorder
-        observation, task_id = recorder.observations[slot], recorder.task_ids[slot]
-        key = [self.seed, zlib.crc32(task_id.encode()), recorder.task_seeds[slot], recorder.turns[slot]]
-        rng = np.random.default_rng(key)
+    def respond(self, turn: PolicyTurn) -> str:
+        task_id = self.task_id(turn)
+        task_seed = int(turn.info.get("task_seed", turn.options.get("task_seed", 0)))
+        rng = np.random.default_rng([self.seed, zlib.crc32(task_id.encode()), task_seed, turn.turn])
         expert = self.experts.get(task_id)
         if expert is not None and rng.random() >= self.epsilon:
             try:
-                return expert.respond(observation)
+                return expert.respond(turn.observation)
             except ExpertError:
                 pass
-        return format_policy_response(*random_action(observation, rng))
+        return format_policy_response(*random_action(turn.observation, rng))
 
 
 @dataclass
@@ -301,8 +266,71 @@ def _load(config: CollectConfig) -> LoadedPolicy:
     if config.policy == EXPLORE_POLICY:
         expert = load_policy(EXPERT_POLICY, config.tokenizer)
         details = {"epsilon": config.epsilon, "seed": config.seed, **expert.details}
-        return LoadedPolicy(EXPLORE_POLICY, EXPLORE_POLICY, expert.tokenizer, details=details)
+        policy = ExplorationPolicy(expert.tokenizer, config.epsilon, config.seed)
+        return LoadedPolicy(EXPLORE_POLICY, EXPLORE_POLICY, expert.tokenizer, policy, details)
     return load_policy(config.policy, config.tokenizer, config.device, config.max_batch_size)
+
+
+def record_episode(
+    env: Any,
+    policy: Any,
+    task_id: str,
+    task_seed: int,
+    *,
+    source: str = "expert",
+    max_steps: int | None = None,
+    metadata: dict[str, Any] | None = None,
+    tokenizer: Any = None,
+) -> Trajectory:
+    """Run one episode of a scripted ``policy`` in one ``env`` and return it as a trajectory record.
+
+    The episode goes through :func:`~dynaweb_trainer.rollout.run_episodes` (on a one-env vector),
+    the same loop ``dynaweb-collect`` uses. ``steps[i]`` holds the observation before action ``i``,
+    the action and its reasoning; the last step holds the final page with an empty action, unless
+    the episode ended with ``stop [...]``, whose step is then the last.
+
+    Args:
+        env: A DynaWeb env (``RealWeb-v0``; any env with the shared observation space works). Not closed.
+        policy: An :class:`~dynaweb_env.experts.base.ExpertPolicy`, or a callable from an observation to
+            ``(reasoning, action)`` or to a whole response text (``REASON: ... ACTION: ...``).
+        task_id: Passed to ``env.reset(options={"task": ...})``.
+        task_seed: Passed as ``options["task_seed"]``: the same seed gives the same page.
+        source: The record's ``source`` (``expert`` for demonstrations, ``real`` for other policies).
+        max_steps: Stop after this many actions even if the env has not ended the episode
+            (default: only the env's own limit).
+        metadata: Stored in the record; ``seed`` is added.
+        tokenizer: Tokenizer of the episode encoding (default: the embedded default model's).
+    """
+    from gymnasium.vector import AutoresetMode, SyncVectorEnv
+
+    from dynaweb_env.data.schema import SOURCES
+
+    from .rollout import run_episodes
+
+    if source not in SOURCES:
+        raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
+    if max_steps is not None and max_steps < 1:
+        raise ValueError(f"max_steps must be >= 1, got {max_steps}")
+    if tokenizer is None:
+        tokenizer = load_policy(EXPERT_POLICY).tokenizer
+
+    def respond(turn: PolicyTurn) -> str:
+        answer = policy.act(turn.observation) if hasattr(policy, "act") else policy(turn.observation)
+        return answer if isinstance(answer, str) else format_policy_response(str(answer[0]), str(answer[1]))
+
+    vector_env = SyncVectorEnv([lambda: env], autoreset_mode=AutoresetMode.DISABLED)
+    options = {"task": task_id, "task_seed": int(task_seed)}
+    (result,) = run_episodes(
+        vector_env, ScriptedPolicy(tokenizer, respond), EpisodeEncoder(tokenizer), [options], SamplingParams(),
+        max_steps=max_steps or sys.maxsize, send_response=False,
+    )  # fmt: skip
+    result.source = source
+    trajectory = result.to_trajectory(
+        f"{task_id}/seed-{task_seed}/{source}", {**(metadata or {}), "seed": int(task_seed)}
+    )
+    if trajectory.actions and trajectory.actions[-1].strip().startswith("stop") and not trajectory.steps[-1].action:
+        trajectory.steps.pop()  # the page after ``stop`` is not a step of the demonstration
+    return trajectory
 
 
 def collect(
@@ -327,9 +355,13 @@ def collect(
 
     from dynaweb_env.agent import policy_system_prompt
     from dynaweb_env.data.io import write_trajectories
+    from dynaweb_env.experts import EXPERTS
 
     from .rollout import run_episodes
 
+    missing = [task for task in config.tasks if task not in EXPERTS]
+    if config.policy == EXPERT_POLICY and (policy is None or policy.kind == EXPERT_POLICY) and missing:
+        raise ValueError(f"no scripted expert for {', '.join(missing)}; experts exist for: {', '.join(expert_tasks())}")
     started = time.perf_counter()
     output = Path(config.output)
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -350,12 +382,6 @@ def collect(
         if owns_env:
             vector_env = make_real_vector_env(config, min(config.num_envs, len(todo)))
         try:
-            recorder = EpisodeRecorder(vector_env)
-            backend = policy.backend
-            if policy.kind == EXPERT_POLICY:
-                backend = ExpertBackend(encoder, recorder)
-            elif policy.kind == EXPLORE_POLICY:
-                backend = ExplorationBackend(encoder, recorder, config.epsilon, config.seed)
             sampling = SamplingParams(
                 max_new_tokens=config.max_new_tokens, temperature=config.temperature, top_p=config.top_p
             )
@@ -366,7 +392,7 @@ def collect(
                 for start in range(0, len(todo), batch_size):
                     batch = todo[start : start + batch_size]
                     results = run_episodes(
-                        recorder, backend, encoder, batch, sampling, max_steps=config.max_steps,
+                        vector_env, policy.policy, encoder, batch, sampling, max_steps=config.max_steps,
                         seed=config.seed + start, progress=bar,
                     )  # fmt: skip
                     trajectories = []
@@ -429,13 +455,13 @@ __all__ = [
     "EXPLORE_POLICY",
     "TEST_SEED_MODULUS",
     "CollectConfig",
-    "EpisodeRecorder",
-    "ExplorationBackend",
+    "ExplorationPolicy",
     "collect",
     "expert_tasks",
     "main",
     "policy_label",
     "random_action",
+    "record_episode",
     "read_done",
     "split_of",
 ]

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from typing import Any
 
 import gymnasium as gym
 from gymnasium.vector import AutoresetMode
@@ -27,25 +26,8 @@ from dynaweb_env.models import TRAINED_JUDGE
 from dynaweb_env.observation import truncate_axtree
 
 from .encoding import EpisodeEncoder
-from .policy import ObservationRecorder, bind_expert, load_policy
+from .policy import load_policy
 from .rollout import run_episodes
-
-
-class StepInfoRecorder(gym.vector.VectorWrapper):
-    """Keeps sub-env 0's ``info`` of every step, to show the world model's predictions."""
-
-    def __init__(self, env: gym.vector.VectorEnv):
-        super().__init__(env)
-        self.step_infos: list[dict[str, Any]] = []
-
-    def step(self, actions: Any) -> Any:
-        result = self.env.step(actions)
-        infos = result[-1]
-        # Gymnasium's vector info layout: info[key] is an array, info["_" + key] marks the sub-envs that set it.
-        self.step_infos.append(
-            {key: value[0] for key, value in infos.items() if not key.startswith("_") and infos[f"_{key}"][0]}
-        )
-        return result
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -71,31 +53,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not states:
         parser.error(f"no shipped start state for task {args.task!r}")
     start = states[args.seed % len(states)]
-    env = StepInfoRecorder(
-        gym.make_vec(
-            "DreamWeb-v0",
-            num_envs=1,
-            autoreset_mode=AutoresetMode.DISABLED,
-            world_model=args.world_model,
-            judge=None if args.judge == "world-model" else args.judge,
-            output_mode=args.output_mode,
-            dream_length=args.dream_length,
-            max_new_tokens=args.world_model_max_new_tokens,
-            max_axtree_chars=args.max_axtree_chars,
-        )
+    env = gym.make_vec(
+        "DreamWeb-v0",
+        num_envs=1,
+        autoreset_mode=AutoresetMode.DISABLED,
+        world_model=args.world_model,
+        judge=None if args.judge == "world-model" else args.judge,
+        output_mode=args.output_mode,
+        dream_length=args.dream_length,
+        max_new_tokens=args.world_model_max_new_tokens,
+        max_axtree_chars=args.max_axtree_chars,
     )
     policy = load_policy(args.policy)
     encoder = EpisodeEncoder(policy.tokenizer, max_axtree_chars=args.max_axtree_chars)
-    acting_env: gym.vector.VectorEnv = env
-    if policy.kind == "expert":  # the scripted expert reads the page itself, not the prompt's tokens
-        acting_env = ObservationRecorder(env)
-        bind_expert(policy, encoder, acting_env)
     world_model = args.world_model or f"shipped ({args.output_mode or 'tree'} mode)"
     print(f"policy {policy.name} | world model {world_model} | judge {args.judge}")
     print(f"task {start.task_id} (step {start.step_index} of a real trajectory)")
     result = run_episodes(
-        acting_env,
-        policy.backend,
+        env,
+        policy.policy,
         encoder,
         [{"start_state": start.to_dict()}],
         SamplingParams(max_new_tokens=args.policy_max_new_tokens, temperature=0.7, top_p=0.9),
@@ -110,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"\n--- step {index + 1} | {observation['url']}")
         print(truncate_axtree(observation["axtree"], args.max_axtree_chars))
         print(f"POLICY: {' '.join(response.split())}")
-        info = env.step_infos[index] if index < len(env.step_infos) else {}
+        info = result.infos[index] if index < len(result.infos) else {}
         if info.get("changes"):
             print(f"WORLD MODEL CHANGES: {info['changes']}")
         if info.get("world_model_error"):

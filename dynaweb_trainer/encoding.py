@@ -35,7 +35,6 @@ EOS, i.e. exactly the tokens a policy that had sampled those words would have pr
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -197,11 +196,16 @@ class EpisodeEncoder:
         """An assistant turn written as text (expert demonstrations): its tokens followed by EOS."""
         return [*self.tokenizer.encode(response, add_special_tokens=False), self.eos_token_id]
 
+    def observation_tokens(self, episode: EncodedEpisode, observation: dict[str, str]) -> list[int]:
+        """The env tokens :meth:`add_observation` would append: a closing EOS after a truncated turn, then the turn."""
+        closing = (
+            [self.eos_token_id] if episode.completion_ids and episode.completion_ids[-1] != self.eos_token_id else []
+        )
+        return closing + self.observation_turn_ids(observation)
+
     def add_observation(self, episode: EncodedEpisode, observation: dict[str, str]) -> None:
         """Close the last assistant turn if it was truncated, then append the observation turn."""
-        if episode.completion_ids and episode.completion_ids[-1] != self.eos_token_id:
-            episode.add_env_tokens([self.eos_token_id])
-        episode.add_env_tokens(self.observation_turn_ids(observation))
+        episode.add_env_tokens(self.observation_tokens(episode, observation))
 
     def decode_turn(self, token_ids: Sequence[int]) -> str:
         """The text of a sampled turn (special tokens removed), from which the action is extracted."""
@@ -267,16 +271,10 @@ def encode_expert_trajectory(
     return episode
 
 
-def is_unknown_logprob(value: float) -> bool:
-    """Whether a recorded log-probability is :data:`UNKNOWN_LOGPROB`."""
-    return math.isnan(value)
-
-
 __all__ = [
     "UNKNOWN_LOGPROB",
     "EncodedEpisode",
     "EpisodeEncoder",
     "trajectory_observations",
     "encode_expert_trajectory",
-    "is_unknown_logprob",
 ]

@@ -39,7 +39,7 @@ from typing import Any
 
 from dynaweb_env.llm.base import SamplingParams
 
-from .policy import EXPERT_POLICY, LoadedPolicy, ObservationRecorder, PolicyLoadError, bind_expert, load_policy
+from .policy import EXPERT_POLICY, LoadedPolicy, PolicyLoadError, load_policy
 
 #: Tasks evaluated when none are named: the MiniWoB++ tasks that have scripted experts.
 DEFAULT_TASKS: tuple[str, ...] = (
@@ -351,9 +351,6 @@ def evaluate_policy(
             stream.write(json.dumps(record, ensure_ascii=False) + "\n")
 
     try:
-        recorder = ObservationRecorder(vector_env) if policy.kind == "expert" and todo else vector_env
-        if policy.kind == "expert" and todo:
-            bind_expert(policy, encoder, recorder)
         sampling = SamplingParams(
             max_new_tokens=config.max_new_tokens, temperature=config.temperature, top_p=config.top_p
         )
@@ -361,8 +358,8 @@ def evaluate_policy(
         with tqdm(total=len(options), initial=len(options) - len(todo), **progress) as bar:
             if todo:
                 run_episodes(
-                    recorder,
-                    policy.backend,
+                    vector_env,
+                    policy.policy,
                     encoder,
                     todo,
                     sampling,

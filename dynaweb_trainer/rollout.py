@@ -1,28 +1,29 @@
 """Multi-turn, vectorized policy rollouts over any Gymnasium vector env of the DynaWeb suite.
 
 :func:`run_episodes` is the one policy-environment loop, used by training (through
-:class:`~dynaweb_trainer.trainer.DynaWebRollout`, TRL's ``rollout_func``), by evaluation
-(``dynaweb-eval``) and by the throughput benchmark. Each turn it
+:class:`~dynaweb_trainer.rollout_func.DynaWebRollout`, TRL's ``rollout_func``), by evaluation
+(``dynaweb-eval``), by data collection (``dynaweb-collect``), by ``dynaweb-dream`` and by the
+throughput benchmark. It reads like CleanRL's loop; each turn it
 
-1. generates the next response of *every* live episode in one batched call (token-in, token-out:
-   the prompt of an episode is its whole encoded history, see :mod:`dynaweb_trainer.encoding`),
-2. steps the vector env once with all responses,
-3. appends each new observation as an env-masked observation turn.
+1. **generates** the next response of *every* live episode in one batched call to the
+   :class:`~dynaweb_trainer.policy.Policy` (an LLM reads the episode's token ids, a scripted policy
+   its observation; see :mod:`dynaweb_trainer.encoding` for the tokens),
+2. **steps** the vector env once with all responses,
+3. **records** each new observation as an env-masked observation turn, or **finishes** the episode,
+4. **refills** the freed sub-envs with queued episodes.
 
-Episodes are queued: a slot whose episode ends takes the next queued start, so a call may run more
-episodes than the vector env has sub-envs. Starts that share reset options (a GRPO group of G
-rollouts of one task) are reset together with one ``reset(options={..., "reset_mask": mask})``
-call. The vector env should use ``autoreset_mode=DISABLED`` (then a finished slot with nothing
-left to run is *parked*: reset and fed :data:`PARK_ACTION`, a malformed action that costs no model
-call, until the batch ends); ``NEXT_STEP`` and ``SAME_STEP`` also work, their automatic resets
-being ignored.
+Episodes are queued, so a call may run more episodes than the vector env has sub-envs. Starts that
+share reset options (a GRPO group of G rollouts of one task) are reset together with one
+``reset(options={..., "reset_mask": mask})`` call. The vector env must use
+``autoreset_mode=DISABLED``: a finished sub-env with nothing left to run is *parked* (reset and fed
+:data:`PARK_ACTION`, a malformed action that costs no model call) until the batch ends. As in
+CleanRL, a call starts with one reset of every sub-env, so no state is kept between calls.
 """
 
 from __future__ import annotations
 
 import json
 import time
-import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -34,10 +35,10 @@ from dynaweb_env.actions import extract_action, extract_reasoning
 from dynaweb_env.agent import format_policy_response
 from dynaweb_env.data.schema import Step, Trajectory
 from dynaweb_env.envs import END_REASONS
-from dynaweb_env.llm.base import GenerationBackend, SamplingParams
-from dynaweb_env.observation import make_observation
+from dynaweb_env.llm.base import Generation, GenerationBackend, SamplingParams
 
-from .encoding import EncodedEpisode, EpisodeEncoder
+from .encoding import EncodedEpisode, EpisodeEncoder, trajectory_observations
+from .policy import Policy, PolicyTurn, as_policy
 
 #: Action fed to parked slots (finished sub-envs that must still be stepped with the others): an
 #: empty action is malformed, so it costs a step but no world-model or browser call.
@@ -61,6 +62,7 @@ class EpisodeResult:
         responses: The policy's decoded response of each turn.
         actions: The action extracted from each response.
         observations: The observation before each turn, plus the final one.
+        infos: The env's ``info`` after each step (the world model's predicted changes, errors, ...).
         final_info: The env's ``info`` after the last step.
     """
 
@@ -76,6 +78,7 @@ class EpisodeResult:
     responses: list[str] = field(default_factory=list)
     actions: list[str] = field(default_factory=list)
     observations: list[dict[str, str]] = field(default_factory=list)
+    infos: list[dict[str, Any]] = field(default_factory=list)
     final_info: dict[str, Any] = field(default_factory=dict)
 
     def to_trajectory(self, trajectory_id: str, metadata: dict[str, Any] | None = None) -> Trajectory:
@@ -134,21 +137,16 @@ class RolloutStats:
 
 
 @dataclass
-class _Live:
+class _LiveEpisode:
+    """An episode running on one sub-env: its result so far, and what the policy sees next."""
+
     index: int
     result: EpisodeResult
-    observation: dict[str, str]
+    observation: dict[str, str] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
 
-
-#: Vector envs this module has reset at least once (weakly held).
-_RESET_ENVS: weakref.WeakSet = weakref.WeakSet()
-
-
-def _was_reset(vector_env: Any) -> bool:
-    try:
-        return vector_env in _RESET_ENVS
-    except TypeError:  # not weak-referenceable: always reset everything first
-        return False
+    def policy_turn(self) -> PolicyTurn:
+        return PolicyTurn(self.observation, self.info, self.result.encoded, self.result.options)
 
 
 def _jsonable(value: Any) -> Any:
@@ -178,9 +176,125 @@ def _slot_info(infos: dict[str, Any], slot: int) -> dict[str, Any]:
     return info
 
 
+def _autoreset_mode(vector_env: Any) -> str:
+    mode = getattr(vector_env, "autoreset_mode", None) or vector_env.metadata.get("autoreset_mode")
+    return str(getattr(mode, "value", mode)).lower()
+
+
+class _SubEnvs:
+    """The sub-envs of one :func:`run_episodes` call: which episode runs where, the queue, and resets.
+
+    Args:
+        vector_env: The vector env (autoreset disabled).
+        encoder: Starts each episode's tokens from its first observation.
+        start_options: Reset options of every episode, in queue order.
+        seed: Base of the reset seeds (``seed + episode index``; idle sub-envs ``seed + #episodes + slot``).
+        stats: Counts reset calls and seconds.
+    """
+
+    def __init__(
+        self,
+        vector_env: Any,
+        encoder: EpisodeEncoder,
+        start_options: Sequence[dict[str, Any]],
+        seed: int | None,
+        stats: RolloutStats,
+    ):
+        self.vector_env, self.encoder, self.seed, self.stats = vector_env, encoder, seed, stats
+        self.num_envs = int(vector_env.num_envs)
+        self.num_episodes = len(start_options)
+        self.queue = deque(enumerate(start_options))
+        self.live: list[_LiveEpisode | None] = [None] * self.num_envs
+        self.ended = [True] * self.num_envs  # a sub-env that must be reset before it may be stepped
+        self.last_options: dict[str, Any] = dict(start_options[0]) if start_options else {}
+        self.reset_once = False
+
+    def live_slots(self) -> list[int]:
+        return [slot for slot, episode in enumerate(self.live) if episode is not None]
+
+    def _idle_seed(self, slot: int) -> int | None:
+        return None if self.seed is None else self.seed + self.num_episodes + slot
+
+    def _reset(self, options: dict[str, Any], seeds: dict[int, int | None]) -> tuple[Any, dict[str, Any]]:
+        """Reset the sub-envs in ``seeds`` with ``options``; the first reset of a call resets them all."""
+        whole = not self.reset_once
+        if whole:  # a masked reset batches the other sub-envs' last observations, which may not exist yet
+            seeds = {slot: seeds.get(slot, self._idle_seed(slot)) for slot in range(self.num_envs)}
+        mask = np.array([slot in seeds for slot in range(self.num_envs)], dtype=np.bool_)
+        seed_list = [seeds.get(slot) for slot in range(self.num_envs)] if self.seed is not None else None
+        tick = time.perf_counter()
+        reset_options = dict(options) if whole else {**options, "reset_mask": mask}
+        observations, infos = self.vector_env.reset(seed=seed_list, options=reset_options)
+        self.stats.reset_calls += 1
+        self.stats.reset_seconds += time.perf_counter() - tick
+        self.reset_once = True
+        for slot in seeds:
+            self.ended[slot] = False
+        self.last_options = dict(options)
+        return observations, infos
+
+    def refill(self) -> None:
+        """Start queued episodes on free sub-envs (one reset per distinct options), then park idle ended ones."""
+        groups: dict[str, list[int]] = {}
+        for slot in range(self.num_envs):
+            if self.live[slot] is None and self.queue:
+                index, options = self.queue.popleft()
+                self.live[slot] = _LiveEpisode(index, EpisodeResult(options=dict(options), encoded=EncodedEpisode([])))
+                groups.setdefault(_options_key(options), []).append(slot)
+        for slots in groups.values():
+            options = self.live[slots[0]].result.options
+            seeds = {slot: None if self.seed is None else self.seed + self.live[slot].index for slot in slots}
+            observations, infos = self._reset(options, seeds)
+            for slot in slots:
+                self._start(slot, _slot_observation(observations, slot), _slot_info(infos, slot))
+        parked = [slot for slot in range(self.num_envs) if self.ended[slot] and self.live[slot] is None]
+        if parked and self.live_slots():
+            self._reset(self.last_options, {slot: self._idle_seed(slot) for slot in parked})
+
+    def _start(self, slot: int, observation: dict[str, str], info: dict[str, Any]) -> None:
+        episode = self.live[slot]
+        episode.observation, episode.info = observation, info
+        result = episode.result
+        result.encoded = self.encoder.start(observation)
+        result.observations.append(observation)
+        result.task_id = str(info.get("task_id", result.options.get("task", "")))
+        result.source = str(info.get("source", ""))
+
+    def release(self, slot: int, reason: str) -> _LiveEpisode:
+        """End the episode of ``slot``; the sub-env is free for the next one."""
+        episode = self.live[slot]
+        episode.result.end_reason = reason
+        self.live[slot] = None
+        return episode
+
+
+def _record_response(
+    result: EpisodeResult, generation: Generation, encoder: EpisodeEncoder, send_response: bool
+) -> str:
+    """Append a policy turn to the episode; returns what the env is stepped with."""
+    logprobs = generation.logprobs if len(generation.logprobs) == len(generation.completion_ids) else None
+    result.encoded.add_policy_turn(generation.completion_ids, logprobs)
+    text = generation.text if generation.text else encoder.decode_turn(generation.completion_ids)
+    result.responses.append(text)
+    result.actions.append(extract_action(text))
+    return text if send_response else result.actions[-1]
+
+
+def _record_step(episode: _LiveEpisode, observation: dict[str, str], reward: float, info: dict[str, Any]) -> None:
+    result = episode.result
+    episode.observation, episode.info = observation, info
+    result.num_steps += 1
+    result.reward += reward
+    result.final_info = info
+    result.infos.append(info)
+    result.world_model_errors += bool(info.get("world_model_error"))
+    result.success = bool(info["success"]) if "success" in info else result.reward >= 1.0
+    result.observations.append(observation)
+
+
 def run_episodes(
     vector_env: Any,
-    policy: GenerationBackend,
+    policy: Policy | GenerationBackend,
     encoder: EpisodeEncoder,
     start_options: Sequence[dict[str, Any]],
     sampling: SamplingParams,
@@ -196,10 +310,11 @@ def run_episodes(
 
     Args:
         vector_env: A ``gymnasium.vector.VectorEnv`` with the DynaWeb observation/action contract
-            (DreamWeb-v0, RealWeb-v0, or any env following it).
-        policy: Batched generator; :meth:`~dynaweb_env.llm.base.GenerationBackend.generate_from_ids`
-            must return prompt ids, completion ids and log-probabilities (``TransformersBackend``
-            around the policy being trained, or the trainer's vLLM).
+            (DreamWeb-v0, RealWeb-v0, or any env following it) and ``autoreset_mode=DISABLED``.
+        policy: A :class:`~dynaweb_trainer.policy.Policy`, or a batched
+            :class:`~dynaweb_env.llm.base.GenerationBackend` whose ``generate_from_ids`` returns
+            completion ids and log-probabilities (``TransformersBackend`` around the policy being
+            trained, or the trainer's vLLM); a backend is wrapped in :class:`~dynaweb_trainer.policy.GenerationPolicy`.
         encoder: Builds the episode tokens (:class:`~dynaweb_trainer.encoding.EpisodeEncoder`).
         start_options: Reset options of each episode, e.g. ``{"start_state": {...}}`` (dreams) or
             ``{"task": "miniwob.click-button", "task_seed": 3}`` (real). Equal options share reset calls.
@@ -219,151 +334,70 @@ def run_episodes(
 
     Returns:
         One :class:`EpisodeResult` per start option, in input order.
+
+    Raises:
+        ValueError: If ``max_steps < 1`` or the vector env resets sub-envs by itself.
     """
     if max_steps < 1:
         raise ValueError(f"max_steps must be >= 1, got {max_steps}")
+    if _autoreset_mode(vector_env) != "disabled":
+        raise ValueError(
+            f"run_episodes needs a vector env with autoreset_mode=AutoresetMode.DISABLED (it resets sub-envs "
+            f"itself, grouping equal starts), got {_autoreset_mode(vector_env)!r}"
+        )
+    policy = as_policy(policy)
     stats = stats if stats is not None else RolloutStats()
     started = time.perf_counter()
-    num_envs = int(vector_env.num_envs)
     rng = np.random.default_rng(seed)
-    queue = deque(enumerate(start_options))
     results: list[EpisodeResult | None] = [None] * len(start_options)
-    live: list[_Live | None] = [None] * num_envs
-    env_done = [True] * num_envs  # a sub-env that must be reset before it may be stepped
-    last_options: list[dict[str, Any] | None] = [None] * num_envs
-    mode = getattr(vector_env, "autoreset_mode", None) or vector_env.metadata.get("autoreset_mode")
-    must_park = str(getattr(mode, "value", mode)).lower() not in ("nextstep", "next_step", "samestep", "same_step")
-
-    def reset(assignments: list[tuple[int, dict[str, Any], int | None]]) -> dict[int, tuple[dict, dict]]:
-        """Reset slots, one call per distinct options; returns ``{slot: (observation, info)}``."""
-        groups: dict[str, list[tuple[int, dict[str, Any], int | None]]] = {}
-        for assignment in assignments:
-            groups.setdefault(_options_key(assignment[1]), []).append(assignment)
-        out = {}
-        for group in groups.values():
-            if not _was_reset(vector_env):
-                # A vector env's first reset must cover every sub-env (masked resets batch the
-                # others' last observations, which do not exist yet): start them all on this group.
-                group = group + [
-                    (slot, group[0][1], None if seed is None else seed + len(start_options) + slot)
-                    for slot in range(num_envs)
-                    if all(slot != g[0] for g in group)
-                ]
-            mask = np.zeros(num_envs, dtype=np.bool_)
-            seeds: list[int | None] = [None] * num_envs
-            for slot, _, episode_seed in group:
-                mask[slot] = True
-                seeds[slot] = episode_seed
-            tick = time.perf_counter()
-            options = {**group[0][1], "reset_mask": mask} if _was_reset(vector_env) else dict(group[0][1])
-            observations, infos = vector_env.reset(seed=seeds if seed is not None else None, options=options)
-            _RESET_ENVS.add(vector_env)
-            stats.reset_calls += 1
-            stats.reset_seconds += time.perf_counter() - tick
-            for slot, options, _ in group:
-                out[slot] = (_slot_observation(observations, slot), _slot_info(infos, slot))
-                env_done[slot] = False
-                last_options[slot] = options
-        return out
-
-    def launch(free_slots: list[int]) -> None:
-        assignments = []
-        for slot in free_slots:
-            if not queue:
-                break
-            index, options = queue.popleft()
-            assignments.append((slot, options, None if seed is None else seed + index))
-            live[slot] = _Live(index, EpisodeResult(options=dict(options), encoded=EncodedEpisode([])), {})
-        for slot, (observation, info) in reset(assignments).items():
-            entry = live[slot]
-            if entry is None:  # an idle sub-env reset along with the first group
-                continue
-            entry.observation = observation
-            entry.result.encoded = encoder.start(observation)
-            entry.result.observations.append(observation)
-            entry.result.task_id = str(info.get("task_id", entry.result.options.get("task", "")))
-            entry.result.source = str(info.get("source", ""))
-
-    def park() -> None:
-        # With autoreset DISABLED a finished sub-env may not be stepped: while other episodes still
-        # run, reset idle ones (one call) and feed them PARK_ACTION. Other modes reset by themselves.
-        if not must_park:
-            return
-        waiting = [slot for slot in range(num_envs) if env_done[slot] and live[slot] is None]
-        if waiting and any(entry is not None for entry in live):
-            options = next((o for o in last_options if o is not None), start_options[0] if start_options else {})
-            reset([(slot, options, None if seed is None else seed + len(start_options) + slot) for slot in waiting])
+    envs = _SubEnvs(vector_env, encoder, start_options, seed, stats)
 
     def finish(slot: int, reason: str) -> None:
-        entry = live[slot]
-        entry.result.end_reason = reason
-        results[entry.index] = entry.result
-        live[slot] = None
+        episode = envs.release(slot, reason)
+        results[episode.index] = episode.result
         stats.episodes += 1
         if on_episode is not None:
-            on_episode(entry.index, entry.result)
+            on_episode(episode.index, episode.result)
         if progress is not None:
             progress.update(1)
 
-    launch(list(range(num_envs)))
-    park()
-    while any(entry is not None for entry in live):
-        slots = [slot for slot, entry in enumerate(live) if entry is not None]
+    envs.refill()
+    while live := envs.live_slots():
+        # 1. generate: one batched policy call answers every live episode.
         params = replace(sampling, seed=None if seed is None else int(rng.integers(2**31 - 1)))
         tick = time.perf_counter()
-        generations = policy.generate_from_ids([live[slot].result.encoded.input_ids for slot in slots], params)
+        generations = policy.act([envs.live[slot].policy_turn() for slot in live], params)
         stats.generate_seconds += time.perf_counter() - tick
         stats.generate_calls += 1
-        actions = [PARK_ACTION] * num_envs
-        for slot, generation in zip(slots, generations, strict=True):
-            result = live[slot].result
-            logprobs = generation.logprobs if len(generation.logprobs) == len(generation.completion_ids) else None
-            result.encoded.add_policy_turn(generation.completion_ids, logprobs)
-            text = generation.text if generation.text else encoder.decode_turn(generation.completion_ids)
-            result.responses.append(text)
-            result.actions.append(extract_action(text))
-            actions[slot] = text if send_response else result.actions[-1]
+        # 2. step: every sub-env at once; parked ones get PARK_ACTION.
+        actions = [PARK_ACTION] * envs.num_envs
+        for slot, generation in zip(live, generations, strict=True):
+            actions[slot] = _record_response(envs.live[slot].result, generation, encoder, send_response)
             stats.policy_tokens += len(generation.completion_ids)
         tick = time.perf_counter()
         observations, rewards, terminations, truncations, infos = vector_env.step(tuple(actions))
         stats.step_seconds += time.perf_counter() - tick
         stats.step_calls += 1
-        stats.env_steps += len(slots)
-        freed = []
-        for slot in range(num_envs):
-            env_done[slot] = bool(terminations[slot] or truncations[slot])
-            entry = live[slot]
-            if entry is None:
-                continue
-            result = entry.result
-            info = _slot_info(infos, slot)
-            # SAME_STEP autoreset returns the next episode's first observation; the last one is in info.
-            observation = info.pop("final_obs", None) or _slot_observation(observations, slot)
-            info = info.pop("final_info", None) or info
-            result.num_steps += 1
-            result.reward += float(rewards[slot])
-            result.final_info = info
-            result.world_model_errors += bool(info.get("world_model_error"))
-            result.success = bool(info["success"]) if "success" in info else result.reward >= 1.0
-            result.observations.append(observation)
-            if env_done[slot]:
+        stats.env_steps += len(live)
+        envs.ended = [bool(done) for done in np.logical_or(terminations, truncations)]
+        # 3. record the new observation, or finish the episode.
+        for slot in live:
+            episode = envs.live[slot]
+            _record_step(episode, _slot_observation(observations, slot), float(rewards[slot]), _slot_info(infos, slot))
+            if terminations[slot] or truncations[slot]:
                 finish(slot, "terminated" if terminations[slot] else "truncated")
-            elif result.num_steps >= max_steps:
+            elif episode.result.num_steps >= max_steps:
                 finish(slot, "max_steps")
             else:
-                turn = encoder.observation_turn_ids(observation)
-                closing = 0 if result.encoded.completion_ids[-1] == encoder.eos_token_id else 1
-                needed = len(result.encoded.completion_ids) + closing + len(turn) + sampling.max_new_tokens
+                encoded = episode.result.encoded
+                turn = encoder.observation_tokens(encoded, episode.observation)
+                needed = len(encoded.completion_ids) + len(turn) + sampling.max_new_tokens
                 if max_completion_length is not None and needed > max_completion_length:
                     finish(slot, "max_tokens")
                 else:
-                    if closing:
-                        result.encoded.add_env_tokens([encoder.eos_token_id])
-                    result.encoded.add_env_tokens(turn)
-                    continue
-            freed.append(slot)
-        launch(freed)
-        park()
+                    encoded.add_env_tokens(turn)
+        # 4. refill: queued episodes take the freed sub-envs.
+        envs.refill()
     stats.wall_seconds += time.perf_counter() - started
     return results  # type: ignore[return-value]
 
@@ -385,9 +419,8 @@ def summarize_episodes(results: Sequence[EpisodeResult]) -> dict[str, float]:
 def expert_result(encoded: EncodedEpisode, trajectory: Trajectory, options: dict[str, Any]) -> EpisodeResult:
     """An :class:`EpisodeResult` for an encoded expert demonstration (rewarded with its real reward)."""
     actions = [step.action for step in trajectory.steps[: encoded.num_turns]]
-    observations = [
-        make_observation(trajectory.goal, step.url, step.axtree) for step in trajectory.steps[: encoded.num_turns]
-    ]
+    # The pages exactly as encoded (with their last_action and its error), so the log matches the tokens.
+    observations = trajectory_observations(trajectory)[: encoded.num_turns]
     return EpisodeResult(
         options=dict(options),
         encoded=encoded,

@@ -15,8 +15,7 @@ from dynaweb_env.llm.base import SamplingParams
 from dynaweb_env.observation import make_observation
 from dynaweb_trainer.collect import (
     CollectConfig,
-    EpisodeRecorder,
-    ExplorationBackend,
+    ExplorationPolicy,
     collect,
     main,
     policy_label,
@@ -26,6 +25,7 @@ from dynaweb_trainer.collect import (
 )
 from dynaweb_trainer.encoding import EpisodeEncoder
 from dynaweb_trainer.identity_env import BUTTON_NAMES, TASK_ID, make_click_button_vector_env
+from dynaweb_trainer.policy import PolicyTurn
 
 FORM_TREE = (
     "RootWebArea 'Login'\n\t[14] paragraph ''\n\t\tStaticText 'Username'\n\t\t[16] textbox ''\n"
@@ -97,25 +97,22 @@ def test_random_actions_are_valid_varied_seeded_and_on_the_page():
     }  # fmt: skip
 
 
-class FakeRecorder:
-    def __init__(self, observation, task_id):
-        self.observations, self.task_ids, self.task_seeds, self.turns = [observation], [task_id], [7], [0]
+def _turn(encoder, page, task_id, turn):
+    """The policy's view of an episode on ``page`` after ``turn`` turns, with task seed 7."""
+    encoded = encoder.start(page)
+    for _ in range(turn):
+        encoded.add_policy_turn([encoder.eos_token_id])
+    return PolicyTurn(page, {"task_id": task_id, "task_seed": 7}, encoded)
 
 
 def test_exploration_mixes_the_expert_with_random_actions_reproducibly(tokenizer, identity_expert):
     encoder = EpisodeEncoder(tokenizer, max_axtree_chars=4000)
     page = make_observation("Click the button named 'TWO'.", "file:///identity.html",
                             "RootWebArea ''\n\t[1] button 'ONE'\n\t[2] button 'TWO'")  # fmt: skip
-    prompt = [encoder.prompt_ids(page)]
 
-    def answers(epsilon, seed, turns=range(40)):
-        recorder = FakeRecorder(page, TASK_ID)
-        backend = ExplorationBackend(encoder, recorder, epsilon=epsilon, seed=seed)
-        out = []
-        for turn in turns:
-            recorder.turns[0] = turn
-            out.append(backend.generate_from_ids(prompt, SamplingParams())[0].text)
-        return out
+    def answers(epsilon, seed, turns=range(40), task_id=TASK_ID):
+        policy = ExplorationPolicy(tokenizer, epsilon=epsilon, seed=seed)
+        return [policy.act([_turn(encoder, page, task_id, turn)], SamplingParams())[0].text for turn in turns]
 
     assert all(text.endswith("ACTION: click [2]") and "Exploring" not in text for text in answers(0.0, 0))
     assert all("Exploring" in text for text in answers(1.0, 0))
@@ -123,14 +120,9 @@ def test_exploration_mixes_the_expert_with_random_actions_reproducibly(tokenizer
     assert 5 < sum("Exploring" in text for text in mixed) < 35
     assert answers(0.5, 0) == mixed and answers(0.5, 1) != mixed  # seeded by (seed, task, task seed, turn)
     with pytest.raises(ValueError, match="epsilon"):
-        ExplorationBackend(encoder, FakeRecorder(page, TASK_ID), epsilon=-0.1)
+        ExplorationPolicy(tokenizer, epsilon=-0.1)
     # No expert for the task: every action is random.
-    assert all("Exploring" in text for text in answers_for_task(encoder, page, "miniwob.no-expert"))
-
-
-def answers_for_task(encoder, page, task_id):
-    backend = ExplorationBackend(encoder, FakeRecorder(page, task_id), epsilon=0.0)
-    return [backend.generate_from_ids([encoder.prompt_ids(page)], SamplingParams())[0].text]
+    assert all("Exploring" in text for text in answers(0.0, 0, range(3), "miniwob.no-expert"))
 
 
 def test_read_done_drops_a_cut_short_last_line_and_skips_corrupt_ones(tmp_path):
@@ -195,15 +187,6 @@ def test_explore_collects_real_source_failures_under_its_own_label(tmp_path, ide
     # The expert's episodes of the same seeds are another policy's: they are collected beside them.
     counts = collect(_config(tmp_path, seeds="0-7"), vector_env=make_click_button_vector_env(2), show_progress=False)
     assert counts["collected"] == 8 and len(read_trajectories(config.output)) == 16
-
-
-def test_recorder_tracks_task_seeds_and_turns_per_sub_env():
-    recorder = EpisodeRecorder(make_click_button_vector_env(2))
-    recorder.reset(options={"task": TASK_ID, "task_seed": 2})
-    recorder.step(("hover [1]", "hover [2]"))
-    # A masked reset (vector envs pop the mask from the options) restarts only its sub-env.
-    recorder.reset(options={"task": TASK_ID, "task_seed": 3, "reset_mask": np.array([False, True])})
-    assert recorder.task_seeds == [2, 3] and recorder.turns == [1, 0]
 
 
 def test_exploration_does_not_depend_on_batching(tmp_path):

@@ -24,8 +24,9 @@ from dynaweb_trainer.evaluate import (
 )
 from dynaweb_trainer.policy import (
     CompletionIdsBackend,
-    ExpertBackend,
     PolicyLoadError,
+    PolicyTurn,
+    ScriptedExpertPolicy,
     load_policy,
     resolve_checkpoint_dir,
 )
@@ -116,39 +117,38 @@ def test_lora_adapter_directory_loads_on_its_base(tmp_path):
     policy = load_policy(str(tmp_path / "run"))  # a training output dir: its latest checkpoint
     assert policy.kind == "adapter" and policy.details["base_model"] == str(base_path)
     with torch.no_grad():
-        logits = policy.backend.model(input_ids=ids).logits
+        logits = policy.policy.backend.model(input_ids=ids).logits
     assert torch.allclose(logits, expected, atol=1e-4) and not torch.allclose(logits, plain, atol=1e-3)
-    [generation] = policy.backend.generate_from_ids([[1, 2, 3]], SamplingParams(max_new_tokens=3, temperature=0))
+    [generation] = policy.policy.backend.generate_from_ids([[1, 2, 3]], SamplingParams(max_new_tokens=3, temperature=0))
     assert len(generation.completion_ids) >= 1
 
 
-class FakeRecorder:
-    def __init__(self, observations, task_ids):
-        self.observations, self.task_ids = observations, task_ids
-
-
-def test_expert_backend_answers_each_episode_from_its_own_page(tokenizer):
+def test_expert_policy_answers_each_episode_from_its_own_page(tokenizer):
     encoder = EpisodeEncoder(tokenizer, max_axtree_chars=4000)
     click = make_observation('Click on the "TWO" button.', "file:///click-button.html", CLICK_TREE)
     text = make_observation('Enter "Bob" into the text field.', "file:///enter-text.html",
                             "RootWebArea 'Enter Text'\n\t[5] textbox ''\n\t[6] button 'Submit'")  # fmt: skip
-    recorder = FakeRecorder([text, click], ["miniwob.enter-text", "miniwob.click-button"])
-    backend = ExpertBackend(encoder, recorder)
-    first = encoder.prompt_ids(click)
+    policy = ScriptedExpertPolicy(tokenizer)
+    first = encoder.start(click)
     later = encoder.start(text)
     later.add_policy_turn(encoder.response_ids("REASON: x\nACTION: click [1]"))
     encoder.add_observation(later, text)
-    generations = backend.generate_from_ids([first, later.input_ids], SamplingParams(temperature=0))
+    turns = [
+        PolicyTurn(click, {"task_id": "miniwob.click-button"}, first),
+        PolicyTurn(text, {}, later, {"task": "miniwob.enter-text"}),  # no task_id in info: the reset option
+    ]
+    generations = policy.act(turns, SamplingParams(temperature=0))
     assert generations[0].text.endswith("ACTION: click [14]")
     assert "ACTION: type [5] [Bob]" in generations[1].text
     assert generations[0].completion_ids[-1] == tokenizer.eos_token_id
-    assert generations[0].prompt_ids == first
-    with pytest.raises(RuntimeError, match="matches no sub-env"):
-        backend.generate_from_ids([[1, 2, 3]], SamplingParams())
+    assert generations[0].completion_ids == encoder.response_ids(generations[0].text)
+    assert generations[0].prompt_ids == first.input_ids
     # A page the expert does not recognise ends the episode instead of crashing the evaluation.
-    recorder.observations[1] = make_observation('Click on the "TWO" button.', "file:///x.html", "RootWebArea ''")
-    [answer] = backend.generate_from_ids([encoder.prompt_ids(recorder.observations[1])], SamplingParams())
+    unknown = make_observation('Click on the "TWO" button.', "file:///x.html", "RootWebArea ''")
+    [answer] = policy.act([PolicyTurn(unknown, {"task_id": "miniwob.click-button"}, first)], SamplingParams())
     assert answer.text.endswith("ACTION: stop [N/A]") and "does not recognise" in answer.text
+    [answer] = policy.act([PolicyTurn(unknown, {"task_id": "miniwob.no-expert"}, first)], SamplingParams())
+    assert answer.text.endswith("ACTION: stop [N/A]") and "no scripted expert" in answer.text
 
 
 @pytest.mark.browser
@@ -239,4 +239,4 @@ def test_server_policy_turns_always_carry_token_ids(tokenizer):
     assert generation.completion_ids[-1] == tokenizer.eos_token_id
     assert tokenizer.decode(generation.completion_ids[:-1]) == "REASON: r\nACTION: click [3]"
     policy = load_policy("openai:some-model@http://127.0.0.1:9/v1", tokenizer="tiny-random")
-    assert policy.kind == "server" and isinstance(policy.backend, CompletionIdsBackend)
+    assert policy.kind == "server" and isinstance(policy.policy.backend, CompletionIdsBackend)

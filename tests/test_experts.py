@@ -10,8 +10,6 @@ import pytest
 import dynaweb_env
 from dynaweb_env.actions import parse_action
 from dynaweb_env.data.io import read_trajectories
-from dynaweb_env.data.record import main as record_main
-from dynaweb_env.data.record import record_episode
 from dynaweb_env.experts import (
     EXPERTS,
     ExpertError,
@@ -21,7 +19,9 @@ from dynaweb_env.experts import (
     parse_axtree,
     register_expert,
 )
-from dynaweb_env.spaces import web_observation_space
+from dynaweb_env.spaces import web_action_space, web_observation_space
+from dynaweb_trainer.collect import main as collect_main
+from dynaweb_trainer.collect import record_episode
 
 BUILTIN = Path(dynaweb_env.__file__).parent / "data" / "builtin" / "miniwob_small.jsonl"
 #: The experts of :mod:`dynaweb_env.experts.miniwob`, whose demonstrations are the shipped dataset.
@@ -163,6 +163,7 @@ class _ScriptedEnv(gym.Env):
     """Two pages; ``click [1]`` on the first finishes the task, anything else keeps the page."""
 
     observation_space = web_observation_space()
+    action_space = web_action_space()
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
         super().reset(seed=seed)
@@ -182,7 +183,8 @@ def test_record_episode_with_a_callable_policy() -> None:
     assert [step.action for step in trajectory.steps] == ["click [1]", ""]
     assert trajectory.steps[0].reasoning == "the button" and trajectory.steps[1].axtree == "RootWebArea 'b'"
     assert (trajectory.success, trajectory.reward, trajectory.source) == (True, 1.0, "expert")
-    assert trajectory.metadata == {"split": "test", "seed": 7} and trajectory.id == "toy.task/seed-7/expert"
+    assert trajectory.metadata["split"] == "test" and trajectory.metadata["seed"] == 7
+    assert trajectory.metadata["end_reason"] == "terminated" and trajectory.id == "toy.task/seed-7/expert"
 
 
 def test_record_episode_with_a_text_policy_that_stops() -> None:
@@ -199,9 +201,9 @@ def test_record_episode_max_steps_and_bad_arguments() -> None:
         record_episode(_ScriptedEnv(), lambda obs: ("", "click [1]"), "t.t", 1, source="dreamt")
 
 
-def test_record_cli_rejects_a_task_without_expert(tmp_path: Path) -> None:
-    with pytest.raises(KeyError, match="no expert"):
-        record_main(["--out", str(tmp_path / "x.jsonl"), "--tasks", "miniwob.no-such-task"])
+def test_expert_collection_rejects_a_task_without_expert(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert collect_main(["--output", str(tmp_path / "x.jsonl"), "--tasks", "miniwob.no-such-task"]) == 2
+    assert "no scripted expert" in capsys.readouterr().err and not (tmp_path / "x.jsonl").exists()
 
 
 # ---------------------------------------------------------------------------- experts on real pages

@@ -6,8 +6,8 @@ import gymnasium as gym
 import pytest
 
 from dynaweb_env.actions import parse_action
-from dynaweb_env.data.record import record_episode
 from dynaweb_env.experts import EXPERTS, ExpertError, get_expert
+from dynaweb_trainer.collect import record_episode
 
 NEW_TASKS = sorted(task for task, expert in EXPERTS.items() if type(expert).__module__.endswith("miniwob_multistep"))
 

@@ -215,6 +215,6 @@ def test_sft_of_smollm2_teaches_the_action_format(tmp_path):
                              learning_rate=1e-3, per_device_train_batch_size=1, save_strategy="no", seed=0)  # fmt: skip
     summary = train_policy_sft(config)
     assert summary["steps"] == 12 and summary["last_loss"] < summary["first_loss"]
-    after = format_rate(load_policy(str(tmp_path / "sft")).backend)
+    after = format_rate(load_policy(str(tmp_path / "sft")).policy.backend)
     print(f"well-formed actions on held-out pages: {before:.2f} before SFT, {after:.2f} after")
     assert after > before and after >= 0.75
