@@ -3,7 +3,7 @@
 One driver, four named experiments. Every number is held-out success on *real* MiniWoB++ pages in
 Chromium (``dynaweb-eval``, greedy decoding) over the shipped training tasks (the 9 tasks of
 ``dynaweb_env/data/builtin/miniwob_small.jsonl``) at task seeds of the test split (``seed % 5 == 4``,
-:func:`dynaweb_trainer.collect.split_of`) from 104 on, so no method ever trained on them: SFT and
+:func:`dynaweb_env.data.shipped.split_of`) from 104 on, so no method ever trained on them: SFT and
 DynaWeb use only train-split demonstrations, real-browser GSPO samples task seeds 0-15. The
 demonstrations (the SFT data, DynaWeb's start states and expert pool) are the first N train-split
 seeds per task (``--demonstrations N``, default 40), collected first by the scripted expert
@@ -356,8 +356,8 @@ class CollectJob(Job):
 
 
 def train_seeds(per_task: int) -> list[int]:
-    """The first ``per_task`` task seeds of the train split (:func:`dynaweb_trainer.collect.split_of`)."""
-    from dynaweb_trainer.collect import split_of
+    """The first ``per_task`` task seeds of the train split (:func:`dynaweb_env.data.shipped.split_of`)."""
+    from dynaweb_env.data.shipped import split_of
 
     return list(itertools.islice((seed for seed in itertools.count() if split_of(seed) == "train"), per_task))
 

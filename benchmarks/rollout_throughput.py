@@ -51,8 +51,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def make_env(args: argparse.Namespace, num_envs: int):
     from dynaweb_trainer.config import GSPOConfig
+    from dynaweb_trainer.env_factory import make_vector_env
     from dynaweb_trainer.identity_env import make_click_button_vector_env
-    from dynaweb_trainer.trainer import make_vector_env
 
     if args.env == "identity":
         return make_click_button_vector_env(num_envs, max_steps=args.max_steps)

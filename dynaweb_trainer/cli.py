@@ -30,7 +30,7 @@ Scaling out:
   ``--world-model openai:<model>@http://host:8000/v1`` (and ``--judge``); the dream env then makes
   one batched request per step.
 - **Policy rollouts with vLLM**: ``--use-vllm --vllm-mode colocate`` (or ``server`` with
-  ``trl vllm-serve --model <policy>``); :class:`~dynaweb_trainer.trainer.VLLMPolicy` sends each
+  ``trl vllm-serve --model <policy>``); :class:`~dynaweb_trainer.trainer_policy.VLLMPolicy` sends each
   turn's batch to TRL's vLLM engine, whose weights TRL syncs after every step.
 """
 
@@ -105,7 +105,7 @@ def parse_train_args(argv: Sequence[str] | None = None) -> GSPOConfig:
 def resume_checkpoint(args: GSPOConfig) -> str | None:
     """The checkpoint to resume from: ``resume_from_checkpoint``, or with ``--resume`` the last one in
     ``output_dir`` (``None``, with a note, when there is none yet)."""
-    from .trainer import last_checkpoint
+    from .model_loading import last_checkpoint
 
     if args.resume_from_checkpoint:
         return args.resume_from_checkpoint
@@ -125,7 +125,8 @@ def train_main(argv: Sequence[str] | None = None) -> int:
     except ValueError as error:
         print(f"dynaweb-train: {error}", file=sys.stderr)
         return 2
-    from .trainer import DynaWebTrainer, SaveAtEndCallback
+    from .metrics import SaveAtEndCallback
+    from .trainer import DynaWebTrainer
 
     checkpoint = resume_checkpoint(args)
     print(

@@ -16,24 +16,23 @@ Command line::
 
 Output: one :class:`~dynaweb_env.data.schema.Trajectory` per line, ``source`` ``"expert"`` for the
 expert and ``"real"`` otherwise, ``metadata`` with ``seed`` (the task seed), ``policy`` (see
-:func:`policy_label`), ``split`` (:func:`split_of`: task seeds ``4 mod 5`` are ``test``, the rest
-``train``, as in the shipped ``miniwob_small.jsonl``), ``end_reason`` and the reset ``options``.
+:func:`policy_label`), ``split`` (:func:`~dynaweb_env.data.shipped.split_of`: task seeds ``4 mod 5``
+are ``test``, the rest ``train``, as in the shipped ``miniwob_small.jsonl``), ``end_reason`` and the
+reset ``options``.
 
 Resuming: a run appends to ``--output`` and first skips every ``(task, seed, policy)`` already
 there, so re-running the same command finishes an interrupted collection. Episodes are written as
 soon as their batch (``--batch-size``, default ``--num-envs`` episodes run side by side) ends: an
 interruption loses at most that batch. A corrupt line (a write cut short) is skipped with a warning,
-and a cut-short last line is removed before appending.
+and a cut-short last line is removed before appending; a file that is not JSONL is refused, untouched.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import sys
 import time
-import warnings
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -44,6 +43,7 @@ import numpy as np
 
 from dynaweb_env.agent import format_policy_response
 from dynaweb_env.data.schema import Trajectory
+from dynaweb_env.data.shipped import split_of
 from dynaweb_env.experts import ExpertError, parse_axtree
 from dynaweb_env.llm.base import SamplingParams
 
@@ -61,9 +61,6 @@ from .policy import (
 
 #: The ``--policy`` value of the epsilon-greedy exploration policy.
 EXPLORE_POLICY = "explore"
-
-#: Task seeds ``s`` with ``s % TEST_SEED_MODULUS == TEST_SEED_MODULUS - 1`` form the test split.
-TEST_SEED_MODULUS = 5
 
 #: Roles a random click or hover may target (other nodes with an id, e.g. paragraphs, are rarely
 #: interactive; they are used only when a page has none of these).
@@ -87,11 +84,6 @@ def expert_tasks() -> list[str]:
     from dynaweb_env.experts import EXPERTS
 
     return sorted(task for task in EXPERTS if task.startswith("miniwob."))
-
-
-def split_of(task_seed: int) -> str:
-    """``"test"`` for task seeds ``4 mod 5`` (one in five), else ``"train"``."""
-    return "test" if task_seed % TEST_SEED_MODULUS == TEST_SEED_MODULUS - 1 else "train"
 
 
 def random_action(observation: Mapping[str, str], rng: np.random.Generator) -> tuple[str, str]:
@@ -217,49 +209,23 @@ def read_done(path: str | os.PathLike[str]) -> set[tuple[str, int, str]]:
 
     A last line cut short by an interrupted write (no final newline, not valid JSON) is removed; any
     other corrupt line is skipped with a warning.
+
+    Raises:
+        ValueError: If ``path`` is not a JSONL file (no line is a JSON object); it is left untouched.
     """
     from dynaweb_env.data.io import iter_trajectories
+    from dynaweb_env.data.jsonl_append import prepare_for_append
 
     path = Path(path)
     if not path.is_file() or path.stat().st_size == 0:
         return set()
-    _drop_partial_last_line(path)
+    prepare_for_append(path)
     done = set()
     for trajectory in iter_trajectories(path, on_error="skip"):
         seed, policy = trajectory.metadata.get("seed"), trajectory.metadata.get("policy")
         if isinstance(seed, int) and isinstance(policy, str):
             done.add((trajectory.task_id, seed, policy))
     return done
-
-
-def _drop_partial_last_line(path: Path) -> None:
-    """Remove a last line that is not valid JSON and lacks its newline; give a valid one its newline."""
-    with path.open("rb+") as handle:
-        handle.seek(0, os.SEEK_END)
-        size = handle.tell()
-        handle.seek(max(0, size - 1))
-        if handle.read(1) == b"\n":
-            return
-        # Find the start of the last line without reading a large file whole.
-        position = size
-        while position > 0:
-            step = min(65536, position)
-            handle.seek(position - step)
-            chunk = handle.read(step)
-            newline = chunk.rfind(b"\n")
-            if newline >= 0:
-                position = position - step + newline + 1
-                break
-            position -= step
-        handle.seek(position)
-        last = handle.read()
-        try:
-            json.loads(last)
-        except ValueError:
-            warnings.warn(f"{path}: removing a cut-short last line ({len(last)} bytes) before appending", stacklevel=3)
-            handle.truncate(position)
-        else:  # a whole record that only lacks its newline
-            handle.write(b"\n")
 
 
 def _load(config: CollectConfig) -> LoadedPolicy:
@@ -453,7 +419,6 @@ if __name__ == "__main__":
 
 __all__ = [
     "EXPLORE_POLICY",
-    "TEST_SEED_MODULUS",
     "CollectConfig",
     "ExplorationPolicy",
     "collect",
@@ -463,5 +428,4 @@ __all__ = [
     "random_action",
     "record_episode",
     "read_done",
-    "split_of",
 ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from trl import GRPOConfig
 
@@ -22,8 +23,68 @@ RESPONSE_STYLES: tuple[str, ...] = ("compact", "paper")
 PRESETS_DIR = Path(__file__).parent / "presets"
 
 
+def _require_positive(config: Any, names: tuple[str, ...]) -> None:
+    for name in names:
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
 @dataclass
-class GSPOConfig(GRPOConfig):
+class DreamEnvSettings:
+    """The DreamWeb-v0 arguments a run or a CLI sets: declared once, used by ``dynaweb-train`` and ``dynaweb-dream``.
+
+    See :class:`GSPOConfig` for what each field means; :meth:`env_kwargs` maps them onto
+    ``gym.make_vec("DreamWeb-v0", ...)``.
+    """
+
+    world_model: str | None = field(
+        default=None, metadata={"help": "World-model backend spec (default: the shipped trained world model)."}
+    )
+    world_model_output_mode: str | None = field(
+        default=None, metadata={"help": "World-model output: tree or patch (default: the world model's own)."}
+    )
+    judge: str | None = field(default=None, metadata={"help": "Judge backend spec (default: the world model's)."})
+    world_model_temperature: float = field(default=0.7, metadata={"help": "World-model temperature (Table 3: 0.7)."})
+    world_model_max_new_tokens: int = field(default=768, metadata={"help": "Token budget of one WM prediction."})
+    judge_max_new_tokens: int = field(default=256, metadata={"help": "Token budget of one judge verdict."})
+    dream_length: int = field(default=5, metadata={"help": "Most steps per dream (paper: up to 5)."})
+    start_states: str | None = field(
+        default=None, metadata={"help": "Trajectory JSONL (file or dir) of dream start states (default: shipped)."}
+    )
+    include_intermediate: bool = field(
+        default=True, metadata={"help": "Also start dreams from intermediate pages (paper)."}
+    )
+
+    def validate_dream_settings(self) -> None:
+        """``ValueError`` for a setting DreamWeb-v0 would refuse."""
+        _require_positive(self, ("dream_length", "world_model_max_new_tokens", "judge_max_new_tokens"))
+        if self.world_model_output_mode not in (None, "tree", "patch"):
+            raise ValueError(
+                f"world_model_output_mode must be 'tree', 'patch' or None, got {self.world_model_output_mode!r}"
+            )
+        if self.world_model_temperature < 0:
+            raise ValueError(f"world_model_temperature must be >= 0, got {self.world_model_temperature}")
+
+    def env_kwargs(self) -> dict[str, Any]:
+        """The ``DreamWeb-v0`` keyword arguments of these settings (plus ``tasks`` when the config has them)."""
+        tasks = getattr(self, "tasks", None)
+        return {
+            "world_model": self.world_model,
+            "judge": self.judge,
+            "start_states": self.start_states,
+            "tasks": list(tasks) if tasks else None,
+            "dream_length": self.dream_length,
+            "include_intermediate": self.include_intermediate,
+            "world_model_temperature": self.world_model_temperature,
+            "max_new_tokens": self.world_model_max_new_tokens,
+            "judge_max_new_tokens": self.judge_max_new_tokens,
+            "output_mode": self.world_model_output_mode,
+        }
+
+
+@dataclass
+class GSPOConfig(GRPOConfig, DreamEnvSettings):
     r"""
     Configuration class for [`~dynaweb_trainer.trainer.DynaWebTrainer`]: GSPO on dreamed and real web episodes.
 
@@ -179,25 +240,6 @@ class GSPOConfig(GRPOConfig):
     real_task_seeds: int = field(default=16, metadata={"help": "Task seeds per task for the real environment."})
     agent_max_steps: int = field(default=10, metadata={"help": "Most policy turns per episode (Table 3: 10)."})
 
-    # -- dreams ----------------------------------------------------------------------------------
-    world_model: str | None = field(
-        default=None, metadata={"help": "World-model backend spec (default: the shipped trained world model)."}
-    )
-    world_model_output_mode: str | None = field(
-        default=None, metadata={"help": "World-model output: tree or patch (default: the world model's own)."}
-    )
-    judge: str | None = field(default=None, metadata={"help": "Judge backend spec (default: the world model's)."})
-    world_model_temperature: float = field(default=0.7, metadata={"help": "World-model temperature (Table 3: 0.7)."})
-    world_model_max_new_tokens: int = field(default=768, metadata={"help": "Token budget of one WM prediction."})
-    judge_max_new_tokens: int = field(default=256, metadata={"help": "Token budget of one judge verdict."})
-    dream_length: int = field(default=5, metadata={"help": "Most steps per dream (paper: up to 5)."})
-    start_states: str | None = field(
-        default=None, metadata={"help": "Trajectory JSONL (file or dir) of dream start states (default: shipped)."}
-    )
-    include_intermediate: bool = field(
-        default=True, metadata={"help": "Also start dreams from intermediate pages (paper)."}
-    )
-
     # -- expert interleaving ---------------------------------------------------------------------
     expert_frac: float = field(
         default=0.5, metadata={"help": "Probability a rollout slot is replaced by an expert trajectory (paper: 0.5)."}
@@ -248,22 +290,12 @@ class GSPOConfig(GRPOConfig):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {value}")
-        positive = ("agent_max_steps", "dream_length", "max_turn_tokens", "real_task_seeds", "lora_r", "lora_alpha")
-        positive += ("world_model_max_new_tokens", "judge_max_new_tokens")
-        for name in positive:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if self.num_envs is not None and self.num_envs < 1:
-            raise ValueError(f"num_envs must be >= 1 or None, got {self.num_envs}")
-        if self.max_axtree_chars < 0:
-            raise ValueError(f"max_axtree_chars must be >= 0, got {self.max_axtree_chars}")
-        if self.world_model_output_mode not in (None, "tree", "patch"):
+        _require_positive(self, ("agent_max_steps", "max_turn_tokens", "real_task_seeds", "lora_r", "lora_alpha"))
+        self.validate_dream_settings()
+        if self.num_envs is not None and self.num_envs < 1 or self.max_axtree_chars < 0:
             raise ValueError(
-                f"world_model_output_mode must be 'tree', 'patch' or None, got {self.world_model_output_mode!r}"
+                f"num_envs must be >= 1 or None and max_axtree_chars >= 0, got {self.num_envs}, {self.max_axtree_chars}"
             )
-        if self.world_model_temperature < 0:
-            raise ValueError(f"world_model_temperature must be >= 0, got {self.world_model_temperature}")
         if not 0.0 <= self.lora_dropout < 1.0:
             raise ValueError(f"lora_dropout must be in [0, 1), got {self.lora_dropout}")
         if self.max_completion_length is not None and self.max_completion_length < self.max_turn_tokens:

@@ -13,61 +13,83 @@ changes; the episode ends with the judge's verdict. The policy-environment loop 
 
 from __future__ import annotations
 
-import argparse
+import sys
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
-import gymnasium as gym
-from gymnasium.vector import AutoresetMode
-
-import dynaweb_env  # noqa: F401  (registers the envs)
 from dynaweb_env.data.start_states import load_start_states
 from dynaweb_env.llm.base import SamplingParams
 from dynaweb_env.models import TRAINED_JUDGE
 from dynaweb_env.observation import truncate_axtree
 
+from .config import DreamEnvSettings
 from .encoding import EpisodeEncoder
+from .env_factory import make_dream_vector_env
 from .policy import load_policy
 from .rollout import run_episodes
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="dynaweb-dream", description=__doc__.splitlines()[0])
-    parser.add_argument("--policy", default="smollm2-135m", help="policy reference, as dynaweb-eval takes it")
-    parser.add_argument("--world-model", default=None, help="world-model backend spec (default: the shipped one)")
-    parser.add_argument(
-        "--judge",
-        default=TRAINED_JUDGE,
-        help="judge backend spec (default: the shipped trained judge, as the cpu-small preset trains with; "
-        "'world-model' for the world model's own backend, DreamWeb-v0's default)",
-    )
-    parser.add_argument("--output-mode", choices=["tree", "patch"], default=None, help="world-model output mode")
-    parser.add_argument("--task", default=None, help="task of the start state (default: any)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--dream-length", type=int, default=3)
-    parser.add_argument("--policy-max-new-tokens", type=int, default=64)
-    parser.add_argument("--world-model-max-new-tokens", type=int, default=384)
-    parser.add_argument("--max-axtree-chars", type=int, default=1500, help="tree budget in prompts and in the printout")
-    args = parser.parse_args(argv)
+@dataclass
+class DreamDemoConfig(DreamEnvSettings):
+    """Configuration of ``dynaweb-dream``: the dream env's settings (shorter defaults) plus these fields.
 
+    Parameters:
+        policy (`str`, *optional*, defaults to `"smollm2-135m"`):
+            Policy reference, as ``dynaweb-eval`` takes it (``expert`` for the scripted experts).
+        task (`str` or `None`, *optional*):
+            Task of the start state (default: any).
+        seed (`int`, *optional*, defaults to `0`):
+            Picks the start state and seeds sampling.
+        policy_max_new_tokens (`int`, *optional*, defaults to `64`):
+            Token budget of one policy turn.
+        max_axtree_chars (`int`, *optional*, defaults to `1500`):
+            Tree budget in prompts and in the printout.
+    """
+
+    policy: str = field(default="smollm2-135m", metadata={"help": "Policy reference, as dynaweb-eval takes it."})
+    judge: str | None = field(
+        default=TRAINED_JUDGE,
+        metadata={
+            "help": "Judge backend spec (default: the shipped trained judge, as the cpu-small preset trains with; "
+            "'world-model' for the world model's own backend, DreamWeb-v0's default)."
+        },
+    )
+    world_model_output_mode: str | None = field(
+        default=None, metadata={"help": "World-model output: tree or patch.", "aliases": ["--output-mode"]}
+    )
+    dream_length: int = field(default=3, metadata={"help": "Most steps of the dream."})
+    world_model_max_new_tokens: int = field(default=384, metadata={"help": "Token budget of one WM prediction."})
+    task: str | None = field(default=None, metadata={"help": "Task of the start state (default: any)."})
+    seed: int = field(default=0, metadata={"help": "Picks the start state and seeds sampling."})
+    policy_max_new_tokens: int = field(default=64, metadata={"help": "Token budget of one policy turn."})
+    max_axtree_chars: int = field(default=1500, metadata={"help": "Tree budget in prompts and in the printout."})
+
+    def __post_init__(self) -> None:
+        if self.judge == "world-model":
+            self.judge = None
+        self.validate_dream_settings()
+
+
+def parse_config(argv: Sequence[str] | None = None) -> DreamDemoConfig:
+    """Parse ``dynaweb-dream`` arguments (``--config x.yaml`` gives defaults that flags override)."""
+    from trl import TrlParser
+
+    (config,) = TrlParser(DreamDemoConfig, prog="dynaweb-dream").parse_args_and_config(args=argv)
+    return config
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_config(list(sys.argv[1:] if argv is None else argv))
     states = [s for s in load_start_states(None) if args.task in (None, s.task_id)]
     if not states:
-        parser.error(f"no shipped start state for task {args.task!r}")
+        print(f"dynaweb-dream: error: no shipped start state for task {args.task!r}", file=sys.stderr)
+        return 2
     start = states[args.seed % len(states)]
-    env = gym.make_vec(
-        "DreamWeb-v0",
-        num_envs=1,
-        autoreset_mode=AutoresetMode.DISABLED,
-        world_model=args.world_model,
-        judge=None if args.judge == "world-model" else args.judge,
-        output_mode=args.output_mode,
-        dream_length=args.dream_length,
-        max_new_tokens=args.world_model_max_new_tokens,
-        max_axtree_chars=args.max_axtree_chars,
-    )
+    env = make_dream_vector_env(1, **{**args.env_kwargs(), "max_axtree_chars": args.max_axtree_chars})
     policy = load_policy(args.policy)
     encoder = EpisodeEncoder(policy.tokenizer, max_axtree_chars=args.max_axtree_chars)
-    world_model = args.world_model or f"shipped ({args.output_mode or 'tree'} mode)"
-    print(f"policy {policy.name} | world model {world_model} | judge {args.judge}")
+    world_model = args.world_model or f"shipped ({args.world_model_output_mode or 'tree'} mode)"
+    print(f"policy {policy.name} | world model {world_model} | judge {args.judge or 'world model'}")
     print(f"task {start.task_id} (step {start.step_index} of a real trajectory)")
     result = run_episodes(
         env,

@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dynaweb_env.data.jsonl_append import prepare_for_append
 from dynaweb_env.llm.base import SamplingParams
 
 from .policy import EXPERT_POLICY, LoadedPolicy, PolicyLoadError, load_policy
@@ -337,6 +338,7 @@ def evaluate_policy(
     done = load_partial_results(config)
     todo = [o for o in options if (o["task"], o["task_seed"]) not in done]
     partial = partial_results_path(output)
+    prepare_for_append(partial)  # an interrupted run may have cut the last record short
     if not partial.is_file():
         partial.write_text(json.dumps(_resume_header(config)) + "\n", encoding="utf-8")
     owns_env = vector_env is None and bool(todo)

@@ -10,6 +10,7 @@ import pytest
 
 from dynaweb_env.actions import parse_action
 from dynaweb_env.data.io import read_trajectories
+from dynaweb_env.data.shipped import split_of
 from dynaweb_env.experts import EXPERTS, ExpertPolicy
 from dynaweb_env.llm.base import SamplingParams
 from dynaweb_env.observation import make_observation
@@ -21,7 +22,6 @@ from dynaweb_trainer.collect import (
     policy_label,
     random_action,
     read_done,
-    split_of,
 )
 from dynaweb_trainer.encoding import EpisodeEncoder
 from dynaweb_trainer.identity_env import BUTTON_NAMES, TASK_ID, make_click_button_vector_env
@@ -139,6 +139,16 @@ def test_read_done_drops_a_cut_short_last_line_and_skips_corrupt_ones(tmp_path):
     path.write_text(whole)  # a whole record that lacks its newline gets one
     assert read_done(path) == {("t.a", 3, "expert")} and path.read_text() == whole + "\n"
     assert read_done(tmp_path / "missing.jsonl") == set()
+
+
+def test_a_file_that_is_not_jsonl_is_refused_not_edited(tmp_path, capsys):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("meeting notes\nsecond line, no newline at the end")
+    with pytest.raises(ValueError, match="not a JSONL file"):
+        read_done(notes)
+    assert main(["--output", str(notes), "--tasks", "miniwob.click-button"]) == 2
+    assert "not a JSONL file" in capsys.readouterr().err
+    assert notes.read_text() == "meeting notes\nsecond line, no newline at the end"  # nothing deleted
 
 
 # ---------------------------------------------------------------------------- collections without a browser

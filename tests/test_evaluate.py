@@ -181,6 +181,27 @@ class _DiesAfterSteps(VectorWrapper):
         return self.env.step(actions)
 
 
+def test_resumed_evaluation_gives_a_record_cut_before_its_newline_one(tmp_path, tokenizer):
+    """A run killed between a record and its newline: the next run appends on a line of its own."""
+    from dynaweb_trainer.identity_env import TASK_ID, make_click_button_vector_env
+    from dynaweb_trainer.policy import LoadedPolicy, ScriptedPolicy
+
+    clicker = ScriptedPolicy(tokenizer, lambda turn: "REASON: the first button.\nACTION: click [1]")
+    policy = LoadedPolicy("clicker", "scripted", tokenizer, clicker)
+    config = EvalConfig(policy="clicker", tasks=[TASK_ID], seeds="0-2", num_envs=1, max_steps=1,
+                        output=str(tmp_path / "eval.json"))  # fmt: skip
+    with pytest.raises(RuntimeError, match="browser died"):
+        evaluate_policy(config, policy, _DiesAfterSteps(make_click_button_vector_env(1), 1), show_progress=False)
+    partial = partial_results_path(config.output)
+    partial.write_text(partial.read_text().rstrip("\n"))  # the kill came before the record's newline
+    with pytest.raises(RuntimeError, match="browser died"):
+        evaluate_policy(config, policy, _DiesAfterSteps(make_click_button_vector_env(1), 1), show_progress=False)
+    records = [json.loads(line) for line in partial.read_text().splitlines()]  # every line whole
+    assert [record.get("task_seed") for record in records[1:]] == [0, 1]
+    report = evaluate_policy(config, policy, make_click_button_vector_env(1), show_progress=False)
+    assert report["resumed_episodes"] == 2 and [e["task_seed"] for e in report["episodes"]] == [0, 1, 2]
+
+
 @pytest.mark.browser
 def test_interrupted_evaluation_resumes_where_it_stopped(tmp_path):
     output = tmp_path / "expert.json"

@@ -10,7 +10,8 @@ from datasets import Dataset
 
 from dynaweb_trainer.config import GSPOConfig
 from dynaweb_trainer.identity_env import TASK_ID, make_click_button_vector_env
-from dynaweb_trainer.trainer import DynaWebTrainer, make_task_prompt
+from dynaweb_trainer.task_queries import make_task_prompt
+from dynaweb_trainer.trainer import DynaWebTrainer
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 TEMPERATURE = 0.7

@@ -19,7 +19,8 @@ from dynaweb_trainer.config import GSPOConfig
 from dynaweb_trainer.encoding import EpisodeEncoder
 from dynaweb_trainer.identity_env import TASK_ID, ClickButtonEnv, make_click_button_vector_env
 from dynaweb_trainer.rollout import run_episodes, summarize_episodes
-from dynaweb_trainer.trainer import DynaWebTrainer, make_task_prompt
+from dynaweb_trainer.task_queries import make_task_prompt
+from dynaweb_trainer.trainer import DynaWebTrainer
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 SYSTEM_PROMPT = "Click the button the objective names: answer click [id]."

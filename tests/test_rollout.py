@@ -14,9 +14,12 @@ from dynaweb_env.data.schema import Trajectory
 from dynaweb_env.llm.base import Generation, SamplingParams
 from dynaweb_trainer.config import GSPOConfig
 from dynaweb_trainer.encoding import EpisodeEncoder, encode_expert_trajectory
+from dynaweb_trainer.expert_pool import ExpertPool
 from dynaweb_trainer.identity_env import TASK_ID, expert_trajectory, make_click_button_vector_env
+from dynaweb_trainer.metrics import environment_reward
 from dynaweb_trainer.rollout import PARK_ACTION, RolloutStats, run_episodes, summarize_episodes
-from dynaweb_trainer.trainer import DynaWebRollout, ExpertPool, environment_reward, make_task_prompt
+from dynaweb_trainer.rollout_func import DynaWebRollout
+from dynaweb_trainer.task_queries import make_task_prompt
 
 
 @pytest.fixture(scope="module")
@@ -149,7 +152,7 @@ def test_expert_slots_carry_expert_tokens_and_reward(tokenizer, tmp_path):
     accelerator = SimpleNamespace(process_index=0, num_processes=1)
     trainer = SimpleNamespace(accelerator=accelerator, state=SimpleNamespace(global_step=0))
     policy = ScriptedPolicy(tokenizer, lambda p: "click [3]")
-    import dynaweb_trainer.trainer as trainer_module
+    import dynaweb_trainer.rollout_func as trainer_module
 
     original = trainer_module.trainer_policy
     trainer_module.trainer_policy = lambda _trainer: _Context(policy)
@@ -255,7 +258,7 @@ def test_dream_episodes_with_world_model_and_judge(tokenizer):
     """On DreamWeb-v0 (tiny world model): valid clicks reach the world model, groups share a start."""
     from dynaweb_env.data.start_states import load_start_states
     from dynaweb_env.observation import axtree_element_ids
-    from dynaweb_trainer.trainer import make_vector_env
+    from dynaweb_trainer.env_factory import make_vector_env
 
     args = GSPOConfig(output_dir="/tmp/unused", world_model="tiny-random", world_model_max_new_tokens=12,
                       judge_max_new_tokens=12, dream_length=2, agent_max_steps=3)  # fmt: skip

@@ -20,7 +20,8 @@ from dynaweb_env.data.io import iter_trajectories
 from dynaweb_trainer.cli import parse_train_args, train_main
 from dynaweb_trainer.config import GSPOConfig, available_presets
 from dynaweb_trainer.identity_env import TASK_ID, expert_trajectory, make_click_button_vector_env
-from dynaweb_trainer.trainer import DynaWebTrainer, make_task_prompt
+from dynaweb_trainer.task_queries import make_task_prompt
+from dynaweb_trainer.trainer import DynaWebTrainer
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
@@ -162,9 +163,15 @@ def test_resume_continues_from_last_checkpoint(tmp_path):
     assert sorted(p.name for p in tmp_path.glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-2"]
     weights_at_2 = {k: v.clone() for k, v in first.model.state_dict().items() if "lora" in k}
 
+    # A kill while checkpoint-3 was being written: the weights are there, trainer_state.json (written last) is not.
+    torn = tmp_path / "checkpoint-3"
+    torn.mkdir()
+    for name in ("adapter_config.json", "adapter_model.safetensors"):
+        (torn / name).write_bytes((tmp_path / "checkpoint-2" / name).read_bytes())
+
     second = _identity_trainer(tmp_path, max_steps=3, resume=True)
     checkpoint = resume_checkpoint(second.args)
-    assert checkpoint.endswith("checkpoint-2")
+    assert checkpoint.endswith("checkpoint-2")  # the torn checkpoint-3 is skipped
     second.train(resume_from_checkpoint=checkpoint)
     assert second.state.global_step == 3
     assert second.rollout_func.calls == 1  # steps 1-2 were not redone
@@ -181,6 +188,7 @@ def test_resume_continues_from_last_checkpoint(tmp_path):
     # episode each, all of 1 step, so 3 steps make 6 and 6 (2 and 2 if the counts restarted at 0).
     summary = second.summary()
     assert (summary["real_env_steps"], summary["expert_env_steps"]) == (6, 6)
+    assert summary["episodes"] == 6  # the policy's episodes before the resume count too (2 if they restarted)
     # The episode log matches the model's updates: the lost update's records and the torn line are gone.
     episodes = list(iter_trajectories(log, on_error="raise"))
     assert [episode.metadata["global_step"] for episode in episodes] == [0] * 4 + [1] * 4 + [2] * 4
@@ -194,14 +202,15 @@ def test_policy_lora_adapter_loads_trainable_on_its_embedded_base(tmp_path):
     from peft import LoraConfig, get_peft_model
 
     from dynaweb_env.models import name_adapter_base
-    from dynaweb_trainer.trainer import load_policy
+    from dynaweb_trainer.model_loading import load_model_and_tokenizer
 
-    base, tokenizer = load_policy("tiny-random")
+    base, tokenizer, _ = load_model_and_tokenizer("tiny-random", trainable=True)
     adapter = get_peft_model(base, LoraConfig(r=2, target_modules=["q_proj"], task_type="CAUSAL_LM"))
     adapter.save_pretrained(tmp_path)
     tokenizer.save_pretrained(tmp_path)
     name_adapter_base(tmp_path, "tiny-random")  # as dynaweb-sft does: no local cache path in the config
-    model, loaded_tokenizer = load_policy(str(tmp_path))
+    model, loaded_tokenizer, details = load_model_and_tokenizer(str(tmp_path), trainable=True)
+    assert details["base_model"] == "tiny-random"
     trainable = [name for name, parameter in model.named_parameters() if parameter.requires_grad]
     assert hasattr(model, "peft_config") and trainable and all("lora_" in name for name in trainable)
     assert loaded_tokenizer.vocab_size == tokenizer.vocab_size

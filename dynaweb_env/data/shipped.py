@@ -1,0 +1,42 @@
+"""What ships with the package: its trajectory files, and the split rule they follow.
+
+Both files hold MiniWoB++ trajectories recorded on real pages with ``dynaweb-collect`` (see the
+README): ``miniwob_small.jsonl`` the scripted experts' demonstrations (also the dream start states
+and the expert-interleaving pool), ``miniwob_explore.jsonl`` the experts with random actions mixed in
+(failures included), which the world model also learns from.
+
+The split rule: task seeds ``4 mod 5`` (one in five) are the ``test`` split, the rest ``train``.
+Recorders write it into ``metadata["split"]``; trainers keep ``train``, evaluations ``test``.
+"""
+
+from __future__ import annotations
+
+from importlib.resources import files
+from pathlib import Path
+
+#: The package's data directory.
+BUILTIN_DIR = Path(str(files("dynaweb_env.data") / "builtin"))
+#: Expert demonstrations (9 MiniWoB++ tasks x seeds 0-4).
+EXPERT_TRAJECTORIES = BUILTIN_DIR / "miniwob_small.jsonl"
+#: Exploration trajectories on the same tasks (seeds 0, 1 and 4).
+EXPLORATION_TRAJECTORIES = BUILTIN_DIR / "miniwob_explore.jsonl"
+#: Every shipped real transition: what the world model trains and is evaluated on by default.
+WORLD_MODEL_TRAJECTORIES = (EXPERT_TRAJECTORIES, EXPLORATION_TRAJECTORIES)
+
+#: Task seeds ``s`` with ``s % TEST_SEED_MODULUS == TEST_SEED_MODULUS - 1`` form the test split.
+TEST_SEED_MODULUS = 5
+
+
+def split_of(task_seed: int) -> str:
+    """``"test"`` for task seeds ``4 mod 5`` (one in five), else ``"train"``."""
+    return "test" if task_seed % TEST_SEED_MODULUS == TEST_SEED_MODULUS - 1 else "train"
+
+
+__all__ = [
+    "BUILTIN_DIR",
+    "EXPERT_TRAJECTORIES",
+    "EXPLORATION_TRAJECTORIES",
+    "TEST_SEED_MODULUS",
+    "WORLD_MODEL_TRAJECTORIES",
+    "split_of",
+]

@@ -1,0 +1,172 @@
+"""What a training run reports: the reward function's metrics, the progress line, and run counters."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+from transformers import ProgressCallback, TrainerCallback
+from transformers.trainer_callback import ExportableState
+
+from .task_queries import ENV_KINDS
+
+if TYPE_CHECKING:
+    from .rollout import EpisodeResult
+
+
+def environment_reward(
+    prompts: list[str],
+    completions: list[Any],
+    reward: list[float],
+    success: list[bool] | None = None,
+    source: list[str] | None = None,
+    num_steps: list[int] | None = None,
+    world_model_errors: list[int] | None = None,
+    rollout_stats: list[dict[str, float]] | None = None,
+    log_metric: Callable[[str, float], None] | None = None,
+    **kwargs: Any,
+) -> list[float]:
+    """Reward = the environment's terminal reward (judge verdict in dreams, task reward for real and
+    expert episodes). Also logs, through TRL's ``log_metric``:
+
+    ``env/success_rate`` (all slots), ``env/policy_success_rate`` (rollouts only),
+    ``env/expert_share``, ``env/dream_steps`` and ``env/real_steps`` (mean policy turns),
+    ``env/wm_format_error_rate`` (malformed world-model outputs per dream step),
+    ``rollout/policy_tokens_per_s``, ``rollout/env_steps_per_s`` and ``rollout/seconds``.
+    """
+    if log_metric is not None:
+        count = len(reward)
+        success = success or [value >= 1.0 for value in reward]
+        source = source or [""] * count
+        num_steps = num_steps or [0] * count
+        world_model_errors = world_model_errors or [0] * count
+        policy = [i for i in range(count) if source[i] != "expert"]
+        log_metric("env/success_rate", sum(map(bool, success)) / count)
+        log_metric("env/expert_share", 1 - len(policy) / count)
+        if policy:
+            log_metric("env/policy_success_rate", sum(bool(success[i]) for i in policy) / len(policy))
+        for kind in ENV_KINDS:
+            slots = [i for i in range(count) if source[i] == kind]
+            if slots:
+                log_metric(f"env/{kind}_steps", sum(num_steps[i] for i in slots) / len(slots))
+        dream_steps = sum(num_steps[i] for i in range(count) if source[i] == "dream")
+        if dream_steps:
+            errors = sum(world_model_errors[i] for i in range(count) if source[i] == "dream")
+            log_metric("env/wm_format_error_rate", errors / dream_steps)
+        if rollout_stats:
+            stats = rollout_stats[0]
+            if stats.get("generate_seconds"):
+                log_metric("rollout/policy_tokens_per_s", stats["policy_tokens_per_second"])
+            if stats.get("wall_seconds"):
+                log_metric("rollout/env_steps_per_s", stats["env_steps_per_second"])
+                log_metric("rollout/seconds", stats["wall_seconds"])
+    return [float(value) for value in reward]
+
+
+_PROGRESS_KEYS = (
+    ("reward", "reward"),
+    ("env/success_rate", "success"),
+    ("env/expert_share", "expert"),
+    ("env/dream_steps", "dream_len"),
+    ("env/wm_format_error_rate", "wm_err"),
+    ("rollout/policy_tokens_per_s", "tok/s"),
+    ("loss", "loss"),
+)
+
+
+class DynaWebProgressCallback(ProgressCallback):
+    """TRL's progress bar, with one compact line per log instead of the full metrics dict."""
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not state.is_world_process_zero or self.training_bar is None or not logs:
+            return
+        parts = [f"step {state.global_step}/{state.max_steps}"]
+        for key, label in _PROGRESS_KEYS:
+            if isinstance(logs.get(key), (int, float)):
+                parts.append(f"{label} {logs[key]:.3g}")
+        if len(parts) > 1:
+            self.training_bar.write(" | ".join(parts))
+
+
+class SaveAtEndCallback(TrainerCallback):
+    """Save a checkpoint at the last step too, not only every ``save_steps``."""
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step >= state.max_steps and args.save_strategy != "no":
+            control.should_save = True
+        return control
+
+
+class RunClock(TrainerCallback):
+    """Records wall time of the run for the summary."""
+
+    def __init__(self):
+        self.started = time.perf_counter()
+        self.seconds = 0.0
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.started = time.perf_counter()
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self.seconds = time.perf_counter() - self.started
+
+
+class EnvStepCounter(TrainerCallback, ExportableState):
+    """Real-environment steps and episodes a run consumed, for comparing the data cost of methods.
+
+    ``real_env_steps`` counts the policy's steps in the real browser (``--env real`` / ``mix``);
+    ``expert_env_steps`` the steps of the expert trajectories interleaved into batches (replays of
+    recorded demonstrations, so not new browser interactions); ``episodes`` the policy's episodes
+    (dreams and real, not expert replays). Totals over all processes. The counts
+    are saved in each checkpoint's ``trainer_state.json`` and restored on resume, so they describe the
+    rollouts behind the final model: rollouts of an interrupted run after its last checkpoint are
+    redone and counted once.
+    """
+
+    def __init__(self, real_env_steps: int = 0, expert_env_steps: int = 0, episodes: int = 0):
+        self.real_env_steps = real_env_steps
+        self.expert_env_steps = expert_env_steps
+        self.episodes = episodes
+
+    def state(self) -> dict:
+        counts = {"real_env_steps": self.real_env_steps, "expert_env_steps": self.expert_env_steps}
+        return {"args": {}, "attributes": {**counts, "episodes": self.episodes}}
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        # transformers restores callback states only with `restore_callback_states_from_checkpoint`;
+        # the counts must survive every resume, so restore them from the loaded state here.
+        saved = state.stateful_callbacks.get(type(self).__name__)
+        if isinstance(saved, dict):
+            for name, value in saved.get("attributes", {}).items():
+                setattr(self, name, int(value))
+        # A checkpoint written before this counter existed has no entry, which saving would trip on.
+        state.stateful_callbacks.setdefault(type(self).__name__, self.state())
+
+
+def count_env_steps(trainer: Any, results: Sequence[EpisodeResult]) -> None:
+    """Add the real and expert steps and the episodes of one rollout batch to the trainer's :class:`EnvStepCounter`."""
+    handler = getattr(trainer, "callback_handler", None)
+    counter = next((cb for cb in getattr(handler, "callbacks", ()) if isinstance(cb, EnvStepCounter)), None)
+    if counter is None:
+        return
+    counts = [sum(r.num_steps for r in results if r.source == source) for source in ("real", "expert")]
+    counts.append(sum(r.source != "expert" for r in results))
+    accelerator = trainer.accelerator
+    if accelerator.num_processes > 1:
+        # Every process runs its share of the rollouts in lockstep: sum so each holds the run's total.
+        counts = accelerator.reduce(torch.tensor(counts, device=accelerator.device), reduction="sum").tolist()
+    counter.real_env_steps += int(counts[0])
+    counter.expert_env_steps += int(counts[1])
+    counter.episodes += int(counts[2])
+
+
+__all__ = [
+    "DynaWebProgressCallback",
+    "EnvStepCounter",
+    "RunClock",
+    "SaveAtEndCallback",
+    "count_env_steps",
+    "environment_reward",
+]

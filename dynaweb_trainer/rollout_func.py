@@ -1,0 +1,176 @@
+"""TRL's ``rollout_func``: the task queries of a batch become episodes, and episodes become tokens.
+
+:class:`DynaWebRollout` runs each call's groups on the vector envs with
+:func:`~dynaweb_trainer.rollout.run_episodes` (one batched policy call per turn, one env step per
+turn), after replacing some slots by expert replays (:mod:`~dynaweb_trainer.expert_pool`), and
+returns token ids, sampling log-probs and ``env_mask`` (:func:`rollout_output`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from dynaweb_env.llm.base import SamplingParams
+
+from .config import GSPOConfig
+from .encoding import EpisodeEncoder, encode_expert_trajectory
+from .env_factory import make_vector_env
+from .episode_log import EpisodeLog, episode_log_path
+from .expert_pool import ExpertPool, expert_slots
+from .metrics import count_env_steps
+from .rollout import EpisodeResult, RolloutStats, expert_result, run_episodes
+from .task_queries import ENV_KINDS, START_STATE_ID, StartStateIndex, load_start_state_index, parse_task_prompt
+from .trainer_policy import trainer_policy
+
+
+class DynaWebRollout:
+    """TRL ``rollout_func``: runs the prompts' episodes (or expert replays) and returns their tokens.
+
+    Args:
+        args: The run configuration.
+        encoder: Episode token encoder of the policy tokenizer.
+        experts: Expert pool for interleaving (``None`` or empty disables it).
+        vector_envs: ``{"dream": env_or_factory, "real": env_or_factory}``; missing kinds are built
+            with :func:`~dynaweb_trainer.env_factory.make_vector_env` on first use.
+        real_tasks: Real task ids (used to construct the real env).
+        start_states: The dream start states the prompts' ``start_state_id`` options name (default:
+            loaded from ``args`` when the first id is met).
+
+    Returned keys besides ``prompt_ids``, ``completion_ids``, ``logprobs`` and ``env_mask`` (lists
+    with one entry per prompt, reaching :func:`environment_reward`): ``reward``, ``success``,
+    ``source`` (``dream``/``real``/``expert``), ``is_expert``, ``num_steps``,
+    ``world_model_errors``, ``end_reason``, ``task_id``, and ``rollout_stats`` (one dict).
+    """
+
+    def __init__(
+        self,
+        args: GSPOConfig,
+        encoder: EpisodeEncoder,
+        experts: ExpertPool | None = None,
+        vector_envs: dict[str, Any] | None = None,
+        real_tasks: Sequence[str] = (),
+        start_states: StartStateIndex | None = None,
+    ):
+        self.args, self.encoder, self.experts = args, encoder, experts
+        self.start_states = start_states
+        self._envs: dict[str, Any] = dict(vector_envs or {})
+        self.real_tasks = list(real_tasks)
+        self.calls = 0
+        self.last_results: list[EpisodeResult] = []
+        self.total_stats = RolloutStats()
+        self.episode_log: EpisodeLog | None = None
+
+    def env(self, kind: str, batch_size: int) -> Any:
+        """The vector env of ``kind`` (built on first use)."""
+        env = self._envs.get(kind)
+        if env is None or (callable(env) and not hasattr(env, "step")):
+            # Default: the whole batch at once for dreams; at most 4 browsers for the real web.
+            num_envs = self.args.num_envs or (batch_size if kind == "dream" else min(batch_size, 4))
+            env = env() if callable(env) else make_vector_env(kind, self.args, num_envs, self.real_tasks)
+            self._envs[kind] = env
+        return env
+
+    def close(self) -> None:
+        for env in self._envs.values():
+            if hasattr(env, "close"):
+                env.close()
+        self._envs.clear()
+
+    def reset_options(self, query: dict[str, Any]) -> dict[str, Any]:
+        """The reset options of a task query, its start-state id resolved."""
+        options = query["options"]
+        if START_STATE_ID in options and self.start_states is None:
+            self.start_states = load_start_state_index(self.args)
+        return self.start_states.resolve(options) if self.start_states is not None else options
+
+    def sampling(self) -> SamplingParams:
+        return SamplingParams(
+            max_new_tokens=self.args.max_turn_tokens, temperature=self.args.temperature, top_p=self.args.top_p
+        )
+
+    def __call__(self, prompts: list[str], trainer: Any) -> dict[str, Any]:
+        queries = [parse_task_prompt(prompt) for prompt in prompts]
+        process = trainer.accelerator.process_index
+        rng = np.random.default_rng([self.args.seed, trainer.state.global_step, self.calls, process])
+        self.calls += 1
+        results = self.expert_replays(prompts, queries, rng)
+        stats = RolloutStats()
+        seed = int(rng.integers(2**31 - 1))
+        with trainer_policy(trainer) as policy:
+            for kind in ENV_KINDS:
+                slots = [i for i, query in enumerate(queries) if query["env"] == kind and results[i] is None]
+                if not slots:
+                    continue
+                episodes = run_episodes(
+                    self.env(kind, len(prompts)),
+                    policy,
+                    self.encoder,
+                    [self.reset_options(queries[i]) for i in slots],
+                    self.sampling(),
+                    max_steps=self.args.agent_max_steps,
+                    max_completion_length=self.args.max_completion_length,
+                    seed=seed,
+                    stats=stats,
+                )
+                for slot, episode in zip(slots, episodes, strict=True):
+                    episode.task_id = episode.task_id or queries[slot]["task_id"]
+                    results[slot] = episode
+        for key, value in stats.__dict__.items():
+            setattr(self.total_stats, key, getattr(self.total_stats, key) + value)
+        count_env_steps(trainer, results)
+        self.last_results = list(results)
+        self.log_episodes(trainer, results)
+        return rollout_output(results, stats)
+
+    def expert_replays(
+        self, prompts: list[str], queries: list[dict[str, Any]], rng: np.random.Generator
+    ) -> list[EpisodeResult | None]:
+        """Per slot, an encoded expert trajectory of its task where one replaces the rollout, else ``None``."""
+        results: list[EpisodeResult | None] = [None] * len(prompts)
+        if self.experts is None or self.args.expert_frac <= 0:
+            return results
+        budget = self.args.max_completion_length
+        for index in expert_slots(prompts, self.args.expert_frac, rng):
+            query = queries[index]
+            trajectory = self.experts.sample(query["task_id"], query["options"].get("task_seed"), rng)
+            if trajectory is None:
+                continue
+            encoded = encode_expert_trajectory(self.encoder, trajectory, max_turns=self.args.agent_max_steps)
+            if budget is None or len(encoded.completion_ids) <= budget:
+                results[index] = expert_result(encoded, trajectory, self.reset_options(query))
+        return results
+
+    def log_episodes(self, trainer: Any, results: Sequence[EpisodeResult]) -> None:
+        """Append the call's episodes to ``episodes.jsonl`` (``save_episodes``)."""
+        if not (self.args.save_episodes and self.args.output_dir):
+            return
+        if self.episode_log is None:
+            accelerator = trainer.accelerator
+            path = episode_log_path(self.args.output_dir, accelerator.process_index, accelerator.num_processes)
+            self.episode_log = EpisodeLog(path)
+        self.episode_log.append(results, trainer.state.global_step, self.calls - 1)
+
+
+def rollout_output(results: Sequence[EpisodeResult], stats: RolloutStats) -> dict[str, Any]:
+    """The ``rollout_func`` dict of a list of episodes (see :class:`DynaWebRollout`)."""
+    return {
+        "prompt_ids": [result.encoded.prompt_ids for result in results],
+        "completion_ids": [result.encoded.completion_ids for result in results],
+        "logprobs": [result.encoded.logprobs for result in results],
+        "env_mask": [result.encoded.env_mask for result in results],
+        "reward": [float(result.reward) for result in results],
+        "success": [bool(result.success) for result in results],
+        "source": [result.source for result in results],
+        "is_expert": [result.source == "expert" for result in results],
+        "num_steps": [result.num_steps for result in results],
+        "world_model_errors": [result.world_model_errors for result in results],
+        "end_reason": [result.end_reason for result in results],
+        "task_id": [result.task_id for result in results],
+        "rollout_stats": stats.to_dict(),
+    }
+
+
+__all__ = ["DynaWebRollout", "rollout_output"]

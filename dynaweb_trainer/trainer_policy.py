@@ -1,0 +1,85 @@
+"""The policy being trained, as a generation backend for rollouts inside the trainer."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from dynaweb_env.llm.base import Generation, SamplingParams
+
+
+class VLLMPolicy:
+    """A :class:`~dynaweb_env.llm.base.GenerationBackend` over the trainer's vLLM engine (``use_vllm``).
+
+    Sampling temperature and top-p are the trainer's (``GSPOConfig.temperature`` / ``top_p``); the
+    per-turn token budget is set for each call.
+    """
+
+    def __init__(self, trainer: Any):
+        self.trainer = trainer
+        self.model_name = "vllm:" + str(trainer.args.policy)
+
+    def generate(self, conversations, params):  # pragma: no cover - needs a GPU with vLLM
+        encoder = self.trainer.rollout_func.encoder
+        ids = [encoder._template_ids(conversation, add_generation_prompt=True) for conversation in conversations]
+        return self.generate_from_ids(ids, params)
+
+    def generate_from_ids(self, prompt_ids, params: SamplingParams) -> list[Generation]:  # pragma: no cover
+        generation = self.trainer.vllm_generation
+        saved = generation.max_completion_length
+        generation.max_completion_length = params.max_new_tokens
+        try:
+            _, completion_ids, logprobs, _ = generation.generate(
+                prompts=list(prompt_ids), images=None, num_generations=1
+            )
+        finally:
+            generation.max_completion_length = saved
+        tokenizer = self.trainer.processing_class
+        eos = set(self.trainer.eos_token_ids)
+        return [
+            Generation(
+                text=tokenizer.decode(ids, skip_special_tokens=True),
+                prompt_ids=list(prompt),
+                completion_ids=list(ids),
+                logprobs=[float("nan") if lp[0] is None else lp[0] for lp in token_logprobs],
+                finish_reason="stop" if ids and ids[-1] in eos else "length",
+            )
+            for prompt, ids, token_logprobs in zip(prompt_ids, completion_ids, logprobs, strict=True)
+        ]
+
+
+@contextlib.contextmanager
+def trainer_policy(trainer: Any, max_batch_size: int = 64) -> Iterator[Any]:
+    """The policy being trained as a generation backend: vLLM when ``use_vllm``, else transformers.
+
+    The transformers path unwraps the model the way TRL does for its own generation (DeepSpeed
+    ZeRO-3 parameters gathered, gradient checkpointing off) and wraps it, LoRA adapter included, in
+    :class:`~dynaweb_env.llm.transformers_backend.TransformersBackend`.
+    """
+    if trainer.use_vllm:
+        yield VLLMPolicy(trainer)
+        return
+    from trl.models.utils import unwrap_model_for_generation
+
+    from dynaweb_env.llm.transformers_backend import TransformersBackend
+
+    summon = getattr(getattr(trainer, "_dist", None), "summon_full_params", None)
+    with contextlib.ExitStack() as stack:
+        model = stack.enter_context(
+            unwrap_model_for_generation(
+                trainer.model_wrapped,
+                trainer.accelerator,
+                gather_deepspeed3_params=trainer.args.ds3_gather_for_generation,
+                gradient_checkpointing_kwargs=trainer.args.gradient_checkpointing_kwargs,
+            )
+        )
+        stack.enter_context(torch.no_grad())
+        if summon is not None:
+            stack.enter_context(summon(trainer.model_wrapped, recurse=False))
+        yield TransformersBackend(model, tokenizer=trainer.processing_class, max_batch_size=max_batch_size)
+
+
+__all__ = ["VLLMPolicy", "trainer_policy"]
