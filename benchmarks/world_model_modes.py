@@ -32,11 +32,12 @@ from pathlib import Path
 
 from dynaweb_env.axtree import structural_diff
 from dynaweb_env.data.io import read_trajectories
+from dynaweb_env.data.shipped import EXPERT_TRAJECTORIES as BUILTIN_TRAJECTORIES
 from dynaweb_env.models import resolve_model
 from dynaweb_env.world_model.patch import format_patch_target
 from dynaweb_env.world_model.prompts import format_world_model_target
 from dynaweb_trainer.evaluate_world_model import evaluate_world_models, parse_args
-from dynaweb_trainer.world_model_sft import BUILTIN_TRAJECTORIES, is_terminal_transition
+from dynaweb_trainer.world_model_sft import is_terminal_transition
 
 RESULTS = Path(__file__).parent / "results" / "world_model_modes.json"
 

@@ -56,6 +56,8 @@ def _read_yaml(path: str | Path) -> dict[str, Any]:
         values = yaml.safe_load(handle) or {}
     if not isinstance(values, dict):
         raise ValueError(f"config file {path} must contain a YAML mapping")
+    if "use_lora" in values:  # the field's name before it took TRL's ModelConfig name (the flag keeps both)
+        values.setdefault("use_peft", values.pop("use_lora"))
     return values
 
 

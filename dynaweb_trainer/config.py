@@ -15,6 +15,8 @@ from typing import Any
 
 from trl import GRPOConfig
 
+from .sft_base import LoraSettings
+
 #: Environments a run can train on.
 ENVIRONMENTS: tuple[str, ...] = ("dream", "real", "mix")
 #: Response styles of :func:`dynaweb_env.agent.policy_system_prompt`.
@@ -84,7 +86,7 @@ class DreamEnvSettings:
 
 
 @dataclass
-class GSPOConfig(GRPOConfig, DreamEnvSettings):
+class GSPOConfig(GRPOConfig, DreamEnvSettings, LoraSettings):
     r"""
     Configuration class for [`~dynaweb_trainer.trainer.DynaWebTrainer`]: GSPO on dreamed and real web episodes.
 
@@ -175,8 +177,9 @@ class GSPOConfig(GRPOConfig, DreamEnvSettings):
             `dynaweb_env.observation.truncate_axtree` (the one way long trees are cut); `0` never cuts.
         max_turn_tokens (`int`, *optional*, defaults to `256`):
             Token budget of one policy turn.
-        use_lora (`bool`, *optional*, defaults to `True`):
-            Train a LoRA adapter (peft) instead of all weights.
+        use_peft (`bool`, *optional*, defaults to `True`):
+            Train a LoRA adapter (peft) instead of all weights (flag also `--use_lora`). The LoRA fields are
+            TRL's `ModelConfig` names; the adapter is built by `trl.get_peft_config`.
         lora_r (`int`, *optional*, defaults to `16`), lora_alpha (`int`, *optional*, defaults to `32`),
         lora_dropout (`float`, *optional*, defaults to `0.05`):
             LoRA rank, scale and dropout.
@@ -261,13 +264,6 @@ class GSPOConfig(GRPOConfig, DreamEnvSettings):
         default=4000, metadata={"help": "Cut trees in policy prompts to this many characters (0: never)."}
     )
     max_turn_tokens: int = field(default=256, metadata={"help": "Token budget of one policy turn."})
-    use_lora: bool = field(default=True, metadata={"help": "Train a LoRA adapter instead of all weights."})
-    lora_r: int = field(default=16, metadata={"help": "LoRA rank."})
-    lora_alpha: int = field(default=32, metadata={"help": "LoRA alpha."})
-    lora_dropout: float = field(default=0.05, metadata={"help": "LoRA dropout."})
-    lora_target_modules: list[str] = field(
-        default_factory=lambda: ["all-linear"], metadata={"help": "Modules LoRA adapts."}
-    )
 
     # -- run -------------------------------------------------------------------------------------
     resume: bool = field(
@@ -280,8 +276,6 @@ class GSPOConfig(GRPOConfig, DreamEnvSettings):
     def __post_init__(self):
         if isinstance(self.tasks, str):
             self.tasks = [self.tasks]
-        if isinstance(self.lora_target_modules, str):
-            self.lora_target_modules = [self.lora_target_modules]
         if self.environment not in ENVIRONMENTS:
             raise ValueError(f"environment must be one of {ENVIRONMENTS}, got {self.environment!r}")
         if self.response_style not in RESPONSE_STYLES:
@@ -290,14 +284,13 @@ class GSPOConfig(GRPOConfig, DreamEnvSettings):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {value}")
-        _require_positive(self, ("agent_max_steps", "max_turn_tokens", "real_task_seeds", "lora_r", "lora_alpha"))
+        _require_positive(self, ("agent_max_steps", "max_turn_tokens", "real_task_seeds"))
         self.validate_dream_settings()
+        self.validate_lora()
         if self.num_envs is not None and self.num_envs < 1 or self.max_axtree_chars < 0:
             raise ValueError(
                 f"num_envs must be >= 1 or None and max_axtree_chars >= 0, got {self.num_envs}, {self.max_axtree_chars}"
             )
-        if not 0.0 <= self.lora_dropout < 1.0:
-            raise ValueError(f"lora_dropout must be in [0, 1), got {self.lora_dropout}")
         if self.max_completion_length is not None and self.max_completion_length < self.max_turn_tokens:
             raise ValueError(
                 f"max_completion_length ({self.max_completion_length}) must be >= max_turn_tokens "

@@ -174,24 +174,10 @@ class EvalConfig:
 
 
 def make_real_vector_env(config: EvalConfig, num_envs: int) -> Any:
-    """``RealWeb-v0`` with ``num_envs`` browsers (async, autoreset disabled as ``run_episodes`` expects)."""
-    import gymnasium as gym
-    from gymnasium.vector import AutoresetMode
+    """``RealWeb-v0`` with ``num_envs`` browsers on the configuration's tasks (:mod:`~dynaweb_trainer.env_factory`)."""
+    from .env_factory import make_real_vector_env as make_env
 
-    import dynaweb_env  # noqa: F401  (registers the envs)
-
-    vector_kwargs: dict[str, Any] = {"autoreset_mode": AutoresetMode.DISABLED}
-    if num_envs > 1:
-        vector_kwargs["shared_memory"] = False  # text observations (DESIGN.md)
-    return gym.make_vec(
-        "RealWeb-v0",
-        num_envs=num_envs,
-        vectorization_mode="async" if num_envs > 1 else "sync",
-        vector_kwargs=vector_kwargs,
-        task=config.tasks[0],
-        max_steps=config.max_steps,
-        headless=config.headless,
-    )
+    return make_env(config.tasks, num_envs, max_steps=config.max_steps, headless=config.headless)
 
 
 def episode_record(result: Any) -> dict[str, Any]:

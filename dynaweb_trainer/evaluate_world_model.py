@@ -39,13 +39,13 @@ plot of strict F1 vs dream depth beside it.
 
 from __future__ import annotations
 
-import argparse
 import json
 import shlex
 import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -300,7 +300,7 @@ def build_world_model(spec: str, output_mode: str, max_new_tokens: int, temperat
     return WebWorldModel(make_backend(spec), sampling, max_axtree_chars=max_axtree_chars, output_mode=output_mode)
 
 
-def evaluate_world_models(args: argparse.Namespace, command: str) -> dict[str, Any]:
+def evaluate_world_models(args: WorldModelEvalConfig, command: str) -> dict[str, Any]:
     trajectories = load_trajectories(args.data, args.split)[: args.limit or None]
     results: dict[str, dict[str, Any]] = {}
     for spec in args.world_models:
@@ -345,43 +345,65 @@ def evaluate_world_models(args: argparse.Namespace, command: str) -> dict[str, A
     return report
 
 
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="dynaweb-eval-wm", description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--world-models",
-        nargs="+",
-        default=["smollm2-135m"],
-        help="Backend specs (smollm2-135m, tiny-random, a model or LoRA-adapter dir) or 'copy'.",
+@dataclass
+class WorldModelEvalConfig:
+    """Configuration of ``dynaweb-eval-wm`` (every field is a flag; ``--config x.yaml`` gives defaults).
+
+    Parameters:
+        world_models (`list[str]`, *optional*, defaults to `["smollm2-135m"]`):
+            Backend specs (embedded name, model or LoRA-adapter directory) or ``copy`` (the page unchanged).
+        output_modes (`list[str]`, *optional*, defaults to `["tree"]`):
+            Output modes of untrained world models (a trained one is evaluated in its own mode).
+        data (`list[str]` or `None`, *optional*):
+            Trajectory JSONL files (default: the shipped expert and exploration data).
+        split (`str` or `None`, *optional*, defaults to `"test"`):
+            ``metadata["split"]`` to keep (``all``: every trajectory).
+        limit, max_depth, max_new_tokens, temperature, batch_size, max_axtree_chars, judge,
+        judge_max_new_tokens, judge_only, seed, output: see each flag's help.
+    """
+
+    world_models: list[str] = field(
+        default_factory=lambda: ["smollm2-135m"],
+        metadata={"help": "Backend specs (smollm2-135m, tiny-random, a model or LoRA-adapter dir) or 'copy'."},
     )
-    parser.add_argument(
-        "--output-modes",
-        nargs="+",
-        default=["tree"],
-        choices=sorted(OUTPUT_MODES),
-        help="Output modes to evaluate untrained world models in (a trained one is evaluated in its own mode).",
+    output_modes: list[str] = field(
+        default_factory=lambda: ["tree"],
+        metadata={"help": "Output modes of untrained world models.", "choices": sorted(OUTPUT_MODES)},
     )
-    parser.add_argument("--data", nargs="+", default=None, help="Trajectory JSONL files (default: shipped data).")
-    parser.add_argument("--split", default="test", help="metadata['split'] to keep ('all': every trajectory).")
-    parser.add_argument("--limit", type=int, default=0, help="Use the first N trajectories (0: all).")
-    parser.add_argument("--max-depth", type=int, default=3, help="Deepest dream depth of the drift measure.")
-    parser.add_argument("--max-new-tokens", type=int, default=512, help="Token budget of one prediction.")
-    parser.add_argument("--temperature", type=float, default=0.0, help="World-model sampling temperature.")
-    parser.add_argument("--batch-size", type=int, default=8, help="Transitions per generate call.")
-    parser.add_argument("--max-axtree-chars", type=int, default=6000, help="Current-tree budget in the prompt.")
-    parser.add_argument("--judge", action=argparse.BooleanOptionalAction, default=True, help="Measure the judge.")
-    parser.add_argument("--judge-max-new-tokens", type=int, default=128, help="Token budget of one verdict.")
-    parser.add_argument("--judge-only", action="store_true", help="Measure only the judge (no fidelity).")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--output", default=DEFAULT_OUTPUT, help="JSON report (the PNG goes beside it).")
-    args = parser.parse_args(argv)
-    if args.judge_only and not args.judge:
-        parser.error("--judge-only with --no-judge measures nothing")
-    if args.split.lower() in ("all", "none", ""):
-        args.split = None
-    for name in ("limit", "max_depth", "max_new_tokens", "batch_size", "max_axtree_chars", "judge_max_new_tokens"):
-        if getattr(args, name) < (0 if name in ("limit", "max_axtree_chars") else 1):
-            parser.error(f"--{name.replace('_', '-')} is out of range: {getattr(args, name)}")
-    return args
+    data: list[str] | None = field(default=None, metadata={"help": "Trajectory JSONL files (default: shipped)."})
+    split: str | None = field(default="test", metadata={"help": "metadata['split'] to keep ('all': every one)."})
+    limit: int = field(default=0, metadata={"help": "Use the first N trajectories (0: all)."})
+    max_depth: int = field(default=3, metadata={"help": "Deepest dream depth of the drift measure."})
+    max_new_tokens: int = field(default=512, metadata={"help": "Token budget of one prediction."})
+    temperature: float = field(default=0.0, metadata={"help": "World-model sampling temperature."})
+    batch_size: int = field(default=8, metadata={"help": "Transitions per generate call."})
+    max_axtree_chars: int = field(default=6000, metadata={"help": "Current-tree budget in the prompt."})
+    judge: bool = field(default=True, metadata={"help": "Measure the judge (--no-judge: do not)."})
+    judge_max_new_tokens: int = field(default=128, metadata={"help": "Token budget of one verdict."})
+    judge_only: bool = field(default=False, metadata={"help": "Measure only the judge (no fidelity)."})
+    seed: int = field(default=0, metadata={"help": "Sampling seed."})
+    output: str = field(default=DEFAULT_OUTPUT, metadata={"help": "JSON report (the PNG goes beside it)."})
+
+    def __post_init__(self) -> None:
+        if self.judge_only and not self.judge:
+            raise ValueError("--judge-only with --no-judge measures nothing")
+        if self.split is not None and self.split.lower() in ("all", "none", ""):
+            self.split = None
+        for name in ("limit", "max_depth", "max_new_tokens", "batch_size", "max_axtree_chars", "judge_max_new_tokens"):
+            if getattr(self, name) < (0 if name in ("limit", "max_axtree_chars") else 1):
+                raise ValueError(f"--{name.replace('_', '-')} is out of range: {getattr(self, name)}")
+
+
+def parse_args(argv: Sequence[str] | None = None) -> WorldModelEvalConfig:
+    """Parse ``dynaweb-eval-wm`` arguments; exits with a usage error for bad ones."""
+    from trl import TrlParser
+
+    parser = TrlParser(WorldModelEvalConfig, prog="dynaweb-eval-wm", description=__doc__.split("\n\n")[0])
+    try:
+        (config,) = parser.parse_args_and_config(args=argv)
+    except ValueError as error:
+        parser.error(str(error))
+    return config
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -396,7 +418,16 @@ def cli() -> None:
     main()
 
 
-__all__ = ["COPY_MODEL", "tree_scores", "evaluate_world_models", "format_table", "main", "cli"]
+__all__ = [
+    "COPY_MODEL",
+    "WorldModelEvalConfig",
+    "parse_args",
+    "tree_scores",
+    "evaluate_world_models",
+    "format_table",
+    "main",
+    "cli",
+]
 
 
 if __name__ == "__main__":

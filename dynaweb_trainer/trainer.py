@@ -97,7 +97,7 @@ class DynaWebTrainer(GRPOTrainer):
             train_dataset=train_dataset,
             processing_class=processing_class,
             callbacks=[self.clock, EnvStepCounter(), *(callbacks or [])],
-            peft_config=lora_config(args) if args.use_lora and not hasattr(model, "peft_config") else None,
+            peft_config=None if hasattr(model, "peft_config") else args.peft_config(),
             rollout_func=rollout,
         )
         if not args.disable_tqdm:
@@ -220,18 +220,4 @@ def completion_logps_and_entropies(
     return torch.cat(all_logps), entropies, None
 
 
-def lora_config(args: GSPOConfig) -> Any:
-    """The peft ``LoraConfig`` of a run."""
-    from peft import LoraConfig
-
-    targets = args.lora_target_modules
-    return LoraConfig(
-        r=args.lora_r,
-        lora_alpha=args.lora_alpha,
-        lora_dropout=args.lora_dropout,
-        target_modules="all-linear" if targets == ["all-linear"] else list(targets),
-        task_type="CAUSAL_LM",
-    )
-
-
-__all__ = ["DynaWebTrainer", "completion_logps_and_entropies", "lora_config"]
+__all__ = ["DynaWebTrainer", "completion_logps_and_entropies"]

@@ -6,9 +6,11 @@ import json
 
 import pytest
 
+from dynaweb_env.data.shipped import EXPERT_TRAJECTORIES as BUILTIN_TRAJECTORIES
+from dynaweb_env.data.shipped import EXPLORATION_TRAJECTORIES as BUILTIN_EXPLORATION
 from dynaweb_env.world_model.judge import judge_cases
 from dynaweb_trainer.evaluate_world_model import main, parse_args, summarise, tree_scores
-from dynaweb_trainer.world_model_sft import BUILTIN_EXPLORATION, BUILTIN_TRAJECTORIES, load_trajectories
+from dynaweb_trainer.world_model_sft import load_trajectories
 
 TREE = "RootWebArea 'x'\n\t[1] button 'a'\n\t[2] button 'b'"
 

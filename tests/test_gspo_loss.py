@@ -21,7 +21,7 @@ EPS_LOW, EPS_HIGH = 0.2, 0.28
 def _trainer(tmp_path, **overrides) -> DynaWebTrainer:
     torch.manual_seed(0)
     values = dict(
-        output_dir=str(tmp_path / "run"), policy="tiny-random", use_lora=False, environment="real",
+        output_dir=str(tmp_path / "run"), policy="tiny-random", use_peft=False, environment="real",
         num_generations=2, per_device_train_batch_size=4, max_steps=1, temperature=TEMPERATURE,
         epsilon=EPS_LOW, epsilon_high=EPS_HIGH, expert_frac=0.0, max_turn_tokens=6, max_completion_length=256,
         agent_max_steps=2, max_axtree_chars=0, report_to="none", gradient_checkpointing=False, save_strategy="no",
@@ -104,12 +104,12 @@ def test_trainer_loss_matches_hand_computed_gspo(tmp_path):
     assert not torch.isclose(trainer.compute_loss(model, inputs).detach(), expected, rtol=1e-3)
 
 
-@pytest.mark.parametrize("use_lora", [False, True])
-def test_completion_only_head_matches_trl(tmp_path, use_lora):
+@pytest.mark.parametrize("use_peft", [False, True])
+def test_completion_only_head_matches_trl(tmp_path, use_peft):
     """The CPU override (LM head on completion positions only) gives TRL's log-probs, entropies and grads."""
     from trl import GRPOTrainer
 
-    trainer = _trainer(tmp_path, use_lora=use_lora, lora_dropout=0.0)  # dropout would make two passes differ
+    trainer = _trainer(tmp_path, use_peft=use_peft, lora_dropout=0.0)  # dropout would make two passes differ
     model = trainer.model
     model.train()
     generator = torch.Generator().manual_seed(1)

@@ -79,7 +79,7 @@ def _learn(
     _warm_start(model, encoder, target, warm_start_steps, buttons)
     before = _success_rate(model, tokenizer, encoder, target, buttons)
     values = dict(
-        output_dir=str(tmp_path / "run"), policy="tiny-random", use_lora=False, environment="real",
+        output_dir=str(tmp_path / "run"), policy="tiny-random", use_peft=False, environment="real",
         system_prompt=SYSTEM_PROMPT, num_generations=8, per_device_train_batch_size=16, max_steps=gspo_steps,
         learning_rate=2e-3, lr_scheduler_type="constant", temperature=1.0, top_p=1.0, expert_frac=0.0,
         max_turn_tokens=6, max_completion_length=64, agent_max_steps=1, report_to="none", save_strategy="no",
@@ -117,7 +117,7 @@ def test_gspo_learns_with_lora(tmp_path):
     the policy collapsed), so the bar is lower.
     """
     before, after, curve = _learn(
-        tmp_path, target="TWO", warm_start_steps=150, gspo_steps=40, use_lora=True, learning_rate=3e-3, lora_r=8,
+        tmp_path, target="TWO", warm_start_steps=150, gspo_steps=40, use_peft=True, learning_rate=3e-3, lora_r=8,
         lora_alpha=16, lora_dropout=0.0,
     )  # fmt: skip
     assert before < 0.5

@@ -154,8 +154,9 @@ def test_budget_overrides_are_typed_and_checked():
 def _fake_result(run, success: float, online: int, extra: int) -> dict:
     steps = {"sft_demonstrations": 67, "online_real": online, "expert_replay": 5, "world_model_extra": extra}
     steps["total"] = 67 + online + extra
+    seconds = {"sft": 100.0 if run.sft else None, "train": 10.0 * (1 + success) if run.train else None, "eval": 50.0}
     return {"arm": run.arm.key, "seed": run.seed, "evaluated": True, "success": success,
-            "train_success_last": 0.5, "real_env_steps": steps,
+            "train_success_last": 0.5, "real_env_steps": steps, "seconds": seconds,
             "output_dirs": [claims.rel(job.output_dir) for job in run.jobs]}  # fmt: skip
 
 
@@ -174,6 +175,10 @@ def test_table1_aggregate_reports_spread_and_the_issue_criteria(tmp_path):
     assert rows["sft"]["success"]["std"] == pytest.approx(0.1414, abs=1e-4)
     assert rows["base"]["success"]["std"] is None and rows["base"]["runs"] == 1
     assert rows["gspo-real"]["real_env_steps_mean"]["total"] == 1067
+    # Measured times are in the report (not in a docstring): per stage, spread over seeds.
+    assert rows["dynaweb"]["seconds"]["train"]["mean"] == pytest.approx(15.0)
+    assert rows["base"]["seconds"]["sft"]["mean"] is None and rows["base"]["seconds"]["eval"]["mean"] == 50.0
+    assert report["config"]["demonstrations_seconds"] is None  # not collected in this test
     criteria = report["criteria"]
     assert criteria["dynaweb_minus_sft_points"] == pytest.approx(20.0)
     assert criteria["dynaweb_beats_sft_by_10_points"] is True

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dynaweb_env.data.io import read_trajectories
+from dynaweb_env.data.shipped import EXPERT_TRAJECTORIES as BUILTIN_TRAJECTORIES
 from dynaweb_env.llm.base import Generation
 from dynaweb_env.world_model import WebWorldModel, WorldModelRequest
 from dynaweb_env.world_model.model import OUTPUT_MODES
@@ -20,7 +21,7 @@ from dynaweb_env.world_model.patch import (
     patch_system_prompt,
 )
 from dynaweb_env.world_model.prompts import TREE_HEADER, WORLD_MODEL_SYSTEM_PROMPT, world_model_system_prompt
-from dynaweb_trainer.world_model_sft import BUILTIN_TRAJECTORIES, is_terminal_transition, world_model_example
+from dynaweb_trainer.world_model_sft import is_terminal_transition, world_model_example
 
 TREE = "RootWebArea 'Form', focused\n\tStaticText 'Enter a name'\n\t[13] textbox ''\n\t[15] button 'Submit'"
 

@@ -38,7 +38,7 @@ TINY = [
 def test_presets_config_file_and_flags_layer(tmp_path):
     assert {"cpu-small", "paper"} <= set(available_presets())
     default = parse_train_args([])
-    assert (default.policy, default.use_lora, default.environment) == ("smollm2-135m", True, "dream")
+    assert (default.policy, default.use_peft, default.environment) == ("smollm2-135m", True, "dream")
     paper = parse_train_args(["--preset", "paper"])
     assert (paper.num_generations, paper.learning_rate, paper.temperature, paper.top_p) == (8, 1e-6, 0.7, 0.9)
     assert (paper.agent_max_steps, paper.dream_length, paper.expert_frac, paper.beta) == (10, 5, 0.5, 0.0)

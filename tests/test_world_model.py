@@ -308,9 +308,10 @@ def test_shipped_judge_tells_held_out_successes_from_their_cuts():
     Two click tasks of the test split, each as recorded (a real success) and cut before its last action (the task
     left unfinished). The prompted base model says FAILURE to all four (``benchmarks/results/judge_accuracy.json``).
     """
+    from dynaweb_env.data.shipped import EXPERT_TRAJECTORIES as BUILTIN_TRAJECTORIES
     from dynaweb_env.llm import make_backend
     from dynaweb_env.world_model.judge import judge_cases
-    from dynaweb_trainer.world_model_sft import BUILTIN_TRAJECTORIES, load_trajectories
+    from dynaweb_trainer.world_model_sft import load_trajectories
 
     held_out = [
         t

@@ -1,0 +1,1 @@
+"""The parts of ``benchmarks/paper_claims.py``: jobs, experiment catalogue, runner, statistics, plots."""

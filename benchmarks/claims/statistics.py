@@ -1,0 +1,277 @@
+"""Results of the paper-claims runs: per-run results, pairing with the SFT start, spreads over seeds, reports."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import os
+import platform
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .catalogue import EXPERIMENT_DOCS, Arm, Run, plan
+from .jobs import (
+    COLLECT_SECONDS_FILE,
+    EXPLORATION,
+    TRAINED_WORLD_MODEL,
+    Context,
+    collect_job,
+    evaluation_of,
+    read_json,
+    rel,
+)
+
+
+def count_actions(path: Path, split: str = "train", successful_only: bool = False) -> int:
+    """Actions (= real transitions) of the trajectories of ``split`` in a shipped JSONL file."""
+    from dynaweb_env.data.io import read_trajectories
+
+    return sum(
+        len(trajectory.actions)
+        for trajectory in read_trajectories(path)
+        if trajectory.metadata.get("split") == split and (trajectory.success or not successful_only)
+    )
+
+
+def env_steps(run: Run, train: dict[str, Any] | None, demonstrations: Path) -> dict[str, int | None]:
+    """The real-environment steps behind a run's policy, by source.
+
+    ``total`` counts distinct real interactions: demonstration steps (what SFT and expert replays
+    use), the policy's real-browser steps in training, and the world model's extra real transitions
+    (``None`` when unknown, for a world model given with ``--world-model``). Replays of demonstrations
+    are reported apart (``expert_replay``), not added: they reuse steps already counted.
+    """
+    sft = count_actions(demonstrations, successful_only=True) if run.arm.method != "base" else 0
+    online = train.get("real_env_steps") if train else 0
+    replay = train.get("expert_env_steps") if train else 0
+    world_model = {"shipped": count_actions(EXPLORATION), "untrained": 0, "custom": None, None: 0}[run.arm.world_model]
+    parts = (sft, online, world_model)
+    total = None if any(part is None for part in parts) else sum(parts)
+    return {
+        "sft_demonstrations": sft,
+        "online_real": online,
+        "expert_replay": replay,
+        "world_model_extra": world_model,
+        "total": total,
+    }
+
+
+def build_result(run: Run, ctx: Context) -> dict[str, Any]:
+    """The ``result.json`` of a finished run, from the summaries its tools wrote."""
+    sft = read_json(run.sft.result_file) if run.sft else None
+    train = read_json(run.train.result_file) if run.train else None
+    evaluation = read_json(run.eval.result_file) if run.eval else None
+    summary = (evaluation or {}).get("summary", {})
+    return {
+        "experiment": run.experiment,
+        "run": run.name,
+        "arm": run.arm.key,
+        "method": run.arm.method,
+        "label": run.arm.label,
+        "x": run.arm.x,
+        "seed": run.seed,
+        "evaluated": evaluation is not None,
+        "success": summary.get("success_rate"),
+        "eval_episodes": summary.get("episodes"),
+        "eval_mean_steps": summary.get("mean_steps"),
+        "train_success_last": (train or {}).get("success_rate_last"),
+        "real_env_steps": env_steps(run, train, ctx.train_data),
+        "seconds": {
+            "sft": (sft or {}).get("runtime_s"),
+            "train": (train or {}).get("train_seconds"),
+            "eval": (evaluation or {}).get("wall_seconds"),
+        },
+        "commands": [job.command for job in run.jobs],
+        "output_dirs": [rel(job.output_dir) for job in run.jobs],
+        "train_summary": train,
+    }
+
+
+def current_result(run: Run, ctx: Context) -> dict[str, Any] | None:
+    """The run's result in this configuration, ``None`` while it is unfinished.
+
+    ``result.json`` sits at ``<experiment>/<run name>/``, whatever the budget, models or data, so it
+    may hold another configuration's result: that one is stale, and the result is rebuilt from the
+    tools' outputs when this configuration's jobs are all done (switching back and forth costs nothing).
+    """
+    result = read_json(run.result_file)
+    mine = [rel(job.output_dir) for job in run.jobs]
+    if result is not None and result.get("output_dirs", [])[: len(mine)] == mine:
+        return result
+    if run.jobs and all(job.done() for job in run.jobs):
+        return build_result(run, ctx)
+    return None
+
+
+def paired_with_sft_start(run: Run, ctx: Context) -> dict[str, Any] | None:
+    """An RL run's held-out episodes against its own SFT start's, page by page (same task and seed).
+
+    ``gained``: pages the start failed and the run solves; ``lost``: the reverse. Two runs with the
+    same success rate can differ a lot here, which the mean alone hides. ``per_task``: successes of
+    the start and of the run, by task. ``None`` until both evaluations exist.
+    """
+    if run.arm.method not in ("gspo-real", "dynaweb") or run.sft is None or run.eval is None:
+        return None
+    start_eval = evaluation_of(ctx, run.sft)
+    mine, start = read_json(run.eval.result_file), read_json(start_eval.result_file)
+    if mine is None or start is None:
+        return None
+
+    def outcomes(evaluation: dict[str, Any]) -> dict[tuple[str, int], bool]:
+        return {(episode["task_id"], episode["task_seed"]): episode["success"] for episode in evaluation["episodes"]}
+
+    ours, theirs = outcomes(mine), outcomes(start)
+    shared = sorted(ours.keys() & theirs.keys())
+    per_task: dict[str, dict[str, int]] = {}
+    for task, seed in shared:
+        counts = per_task.setdefault(task, {"episodes": 0, "sft_start": 0, "run": 0})
+        counts["episodes"] += 1
+        counts["sft_start"] += theirs[task, seed]
+        counts["run"] += ours[task, seed]
+    return {
+        "sft_start_eval": rel(start_eval.result_file),
+        "episodes": len(shared),
+        "gained": sum(ours[key] and not theirs[key] for key in shared),
+        "lost": sum(theirs[key] and not ours[key] for key in shared),
+        "per_task": per_task,
+    }
+
+
+def spread(values: Sequence[float]) -> dict[str, float | None]:
+    """Mean, sample standard deviation (``None`` below 2 values), min and max."""
+    if not values:
+        return {"mean": None, "std": None, "min": None, "max": None}
+    std = statistics.stdev(values) if len(values) > 1 else None
+    return {"mean": statistics.fmean(values), "std": std, "min": min(values), "max": max(values)}
+
+
+def summarize(results: Sequence[dict[str, Any]], arms: Sequence[Arm], metric: str) -> list[dict[str, Any]]:
+    """One row per arm: the metric over seeds and the mean real-environment steps by source."""
+    rows = []
+    for arm in arms:
+        mine = [result for result in results if result["arm"] == arm.key]
+        values = [result[metric] for result in mine if result[metric] is not None]
+        steps = {}
+        for key in ("sft_demonstrations", "online_real", "expert_replay", "world_model_extra", "total"):
+            counts = [result["real_env_steps"][key] for result in mine]
+            steps[key] = statistics.fmean(counts) if counts and None not in counts else None
+        seconds = {
+            stage: spread([value for result in mine if (value := (result.get("seconds") or {}).get(stage)) is not None])
+            for stage in ("sft", "train", "eval")
+        }
+        rows.append(
+            {
+                "arm": arm.key,
+                "method": arm.method,
+                "label": arm.label,
+                "x": arm.x,
+                "runs": len(mine),
+                "seeds": [result["seed"] for result in mine],
+                "values": [result[metric] for result in mine],
+                metric: spread(values),
+                "real_env_steps_mean": steps,
+                "seconds": seconds,
+            }
+        )
+    return rows
+
+
+def table1_criteria(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The issue's bar: DynaWeb >= SFT + 10 points, with <= 10% of real-browser GSPO's real steps."""
+    by_arm = {row["arm"]: row for row in rows}
+
+    def get(arm: str, *keys: str) -> Any:
+        value: Any = by_arm.get(arm)
+        for key in keys:
+            value = value.get(key) if isinstance(value, dict) else None
+        return value
+
+    dynaweb, sft = get("dynaweb", "success", "mean"), get("sft", "success", "mean")
+    gain = None if dynaweb is None or sft is None else 100 * (dynaweb - sft)
+    ratios = {}
+    for name, keys in (("total", ("total",)), ("training_only", ("online_real", "world_model_extra"))):
+        parts = [[get(arm, "real_env_steps_mean", key) for key in keys] for arm in ("dynaweb", "gspo-real")]
+        ours, theirs = (None if None in part else sum(part) for part in parts)
+        ratios[name] = None if ours is None or not theirs else ours / theirs
+    return {
+        "dynaweb_minus_sft_points": gain,
+        "dynaweb_beats_sft_by_10_points": None if gain is None else gain >= 10,
+        "dynaweb_over_gspo_real_steps": ratios,
+        "dynaweb_at_most_10pct_of_gspo_real_steps": None if ratios["total"] is None else ratios["total"] <= 0.1,
+    }
+
+
+def aggregate(experiment: str, runs: Sequence[Run], ctx: Context, command: str) -> dict[str, Any]:
+    """The experiment's results file: configuration, every finished run, and the per-arm summary.
+
+    The plotted metric is held-out success when any run was evaluated, else (``--skip-eval``) the
+    training success of the last quarter of updates, which is named as such.
+    """
+    per_run = [current_result(run, ctx) for run in runs]
+    for run, result in zip(runs, per_run, strict=True):
+        if result is not None:  # not stored in result.json: finished runs gain it without a rerun
+            result["vs_sft_start"] = paired_with_sft_start(run, ctx)
+    results = [result for result in per_run if result is not None]
+    metric = "success" if any(result["evaluated"] for result in results) else "train_success_last"
+    arms = list({run.arm.key: run.arm for run in runs}.values())
+    rows = summarize(results, arms, metric)
+    report = {
+        "experiment": experiment,
+        "description": EXPERIMENT_DOCS[experiment],
+        "command": command,
+        "metric": metric,
+        "seeds": ctx.seeds,
+        "budget": dataclasses.asdict(ctx.budget),
+        "config": {
+            "policy": ctx.policy,
+            "world_model": ctx.world_model or TRAINED_WORLD_MODEL,
+            "untrained_world_model": ctx.untrained_world_model,
+            "judge": ctx.judge,
+            "tasks": ctx.tasks,
+            "eval_seeds": ctx.budget.eval_seeds,
+            "train_data": rel(ctx.train_data),
+            "demonstrations": "shipped" if ctx.demonstrations is None else collect_job(ctx).command,
+            "demonstrations_seconds": demonstrations_seconds(ctx),
+            "skip_eval": ctx.skip_eval,
+            "sft_seed": ctx.sft_seed,
+        },
+        "summary": rows,
+        "complete": all(result is not None and (ctx.skip_eval or result["evaluated"]) for result in per_run),
+        "missing": [f"{run.experiment}/{run.name}" for run, found in zip(runs, per_run, strict=True) if not found],
+        "runs": results,
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version()},
+        "written_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+    if experiment == "table1":
+        report["criteria"] = table1_criteria(rows)
+    else:
+        report["sft_start"] = sft_start_reference(ctx, metric)
+    return report
+
+
+def demonstrations_seconds(ctx: Context) -> float | None:
+    """Measured seconds of the demonstration collection (``None`` for the shipped ones or before it ran)."""
+    if ctx.demonstrations is None:
+        return None
+    return (read_json(collect_job(ctx).output_dir / COLLECT_SECONDS_FILE) or {}).get("seconds")
+
+
+def sft_start_reference(ctx: Context, metric: str) -> dict[str, Any] | None:
+    """The SFT start's own score, drawn as the line an RL arm has to clear (``None`` until evaluated).
+
+    Every arm of the sweeps and of ``world_model`` starts from the SFT start of its seed (or of
+    ``--sft-seed``): its evaluation is the ``table1`` SFT run's, shared, so reading it costs nothing.
+    """
+    if metric != "success":
+        return None
+    results = [(run.name, current_result(run, ctx)) for run in plan("table1", ctx, ["sft"])]
+    evaluated = [(name, result) for name, result in results if result is not None and result["evaluated"]]
+    if not evaluated:
+        return None
+    return {
+        "label": "SFT start",
+        "runs": [f"table1/{name}" for name, _ in evaluated],
+        "success": spread([result["success"] for _, result in evaluated]),
+    }
