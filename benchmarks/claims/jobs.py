@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dynaweb_env.data.shipped import EXPERT_TRAJECTORIES, EXPLORATION_TRAJECTORIES
+from dynaweb_env.data.shipped import EXPERT_TRAJECTORIES, EXPLORATION_TRAJECTORIES, split_of
 from dynaweb_trainer.evaluate import DEFAULT_TASKS
 
 if TYPE_CHECKING:
@@ -43,9 +43,12 @@ COLLECT_SECONDS_FILE = "collect_seconds.json"
 
 
 def held_out_seeds(first: int, count: int) -> str:
-    """``count`` task seeds of the test split (``seed % 5 == 4``) from ``first`` on, as a ``dynaweb-eval`` spec."""
-    start = first + (4 - first % 5) % 5
-    return ",".join(str(start + 5 * i) for i in range(count))
+    """``count`` task seeds of the test split (:func:`~dynaweb_env.data.shipped.split_of`) from ``first`` on.
+
+    Returned as a ``dynaweb-eval`` seed specification (``"104,109,..."``).
+    """
+    seeds = (seed for seed in itertools.count(first) if split_of(seed) == "test")
+    return ",".join(str(seed) for seed in itertools.islice(seeds, count))
 
 
 @dataclass(frozen=True)
@@ -246,8 +249,6 @@ class CollectJob(Job):
 
 def train_seeds(per_task: int) -> list[int]:
     """The first ``per_task`` task seeds of the train split (:func:`dynaweb_env.data.shipped.split_of`)."""
-    from dynaweb_env.data.shipped import split_of
-
     return list(itertools.islice((seed for seed in itertools.count() if split_of(seed) == "train"), per_task))
 
 
