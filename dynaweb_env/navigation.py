@@ -21,6 +21,7 @@ Example:
 from __future__ import annotations
 
 import posixpath
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import unquote, urljoin, urlsplit
@@ -75,8 +76,32 @@ def absolute_url(url: str, base_url: str = "") -> str:
         return url
 
 
+# Unicode categories refused in a URL: controls (C0 and C1), invisible format characters (bidi overrides
+# such as U+202E, zero-width joiners), surrogates, and every kind of space or line separator.
+_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zs", "Zl", "Zp"})
+# Schemes whose URLs a browser parses as "special" (WHATWG URL standard): a backslash is a path separator.
+_SPECIAL_SCHEMES = ("http", "https", "file", "ws", "wss", "ftp", PORTABLE_SCHEME)
+
+
 def _has_control_characters(url: str) -> bool:
-    return any(ord(char) < 0x21 or ord(char) == 0x7F for char in url)
+    return any(
+        ord(char) < 0x21
+        or ord(char) == 0x7F
+        or (ord(char) > 0x7F and unicodedata.category(char) in _INVISIBLE_CATEGORIES)
+        for char in url
+    )
+
+
+def _as_browser_parses(url: str) -> str:
+    """``url`` with backslashes before its query turned into slashes, as Chromium reads a special URL.
+
+    Without this, ``file:///task/..\\..\\etc/passwd`` would look like one file inside the task's
+    directory, and ``http://evil.example\\@allowed.example/`` like a page of ``allowed.example``.
+    """
+    if urlsplit(url).scheme.lower() not in _SPECIAL_SCHEMES or "\\" not in url:
+        return url
+    end = min((index for index in (url.find("?"), url.find("#")) if index >= 0), default=len(url))
+    return url[:end].replace("\\", "/") + url[end:]
 
 
 def _file_path(url: str) -> str | None:
@@ -153,6 +178,7 @@ class NavigationPolicy:
             return "navigation refused: the URL contains whitespace or control characters"
         absolute = absolute_url(url, base_url)
         try:
+            absolute = _as_browser_parses(absolute)
             if self._allowed(absolute):
                 return ""
         except ValueError:  # not a URL at all, e.g. "http://[::1"
@@ -169,7 +195,9 @@ class NavigationPolicy:
         if scheme in ("http", "https"):
             return url_in_domains(url, self.domains)
         if scheme == PORTABLE_SCHEME:
-            return f"{PORTABLE_SCHEME}:///" in self.directories and "/../" not in urlsplit(url).path + "/"
+            # Resolved at load time to a file under MiniWoB++'s page directory: it must not climb out of it.
+            inside = posixpath.normpath("/pages" + unquote(urlsplit(url).path)).startswith("/pages/")
+            return f"{PORTABLE_SCHEME}:///" in self.directories and inside
         if scheme == "file":
             path = _file_path(url)
             if path is None:

@@ -19,7 +19,7 @@ import gymnasium as gym
 from ..actions import Action, read_action
 from ..data.start_states import StartState
 from ..llm.base import GenerationBackend, GenerationError, SamplingParams
-from ..navigation import NavigationPolicy
+from ..navigation import NavigationPolicy, absolute_url
 from ..observation import (
     action_target,
     axtree_element_ids,
@@ -207,7 +207,9 @@ class DreamDynamics:
                 episode.last_action_error = refusal
                 infos[index]["world_model_error"] = f"predicted URL refused: {refusal}"
                 continue
-            episode.url, episode.axtree = prediction.url, truncate_axtree(prediction.axtree, MAX_TEXT_LENGTH)
+            # A browser's address bar shows the absolute URL, also when a world model predicted a relative one.
+            episode.url = absolute_url(prediction.url, episode.url)
+            episode.axtree = truncate_axtree(prediction.axtree, MAX_TEXT_LENGTH)
             episode.previous_action = episode.last_action
             infos[index]["changes"] = prediction.changes
             infos[index]["world_model_error"] = prediction.error or ""
