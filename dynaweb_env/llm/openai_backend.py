@@ -3,7 +3,8 @@
 Speaks plain HTTP with ``httpx`` (no ``openai`` package). A batch is sent as concurrent requests, one
 per conversation, so it costs one round trip in wall time and the server batches them itself.
 
-Every call is bounded. A request that gets no answer within ``timeout`` seconds fails without a
+Every call is bounded. A request that gets no whole answer within ``timeout`` seconds (a body
+that trickles in is cut then too; one larger than :data:`MAX_RESPONSE_BYTES` is refused) fails without a
 retry (a generation that timed out would only time out again); a refused or dropped connection and
 a 408/429/5xx answer are retried ``max_retries`` times with jittered exponential backoff (by
 ``httpx-retries``' transport). Whatever still fails reaches the caller as a
@@ -15,10 +16,12 @@ from a spec string: ``openai:<model>@http://host:8000/v1?timeout=300&retries=0``
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -50,6 +53,8 @@ DEFAULT_TIMEOUT = 120.0
 DEFAULT_MAX_RETRIES = 2
 #: Longest single wait between two attempts, whatever a ``Retry-After`` header asks for.
 MAX_BACKOFF_WAIT = 10.0
+#: Largest answer body read from a server (a completion of 100k tokens with logprobs is far below it).
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 
 
 def _request_seeds(seed: int | None, count: int) -> list[int | None]:
@@ -233,30 +238,51 @@ class OpenAIBackend:
         url = f"{self.base_url}/{path}"
         attempts = f"{self.max_retries + 1} attempt(s)"
         try:
-            response = self._client.post(f"/{path}", json=body)
+            status, text = self._read_bounded(path, body)
         except httpx.TimeoutException as error:
             raise BackendUnavailableError(f"{url} did not answer within {self.timeout:g} s ({error!r})") from error
         except httpx.HTTPError as error:  # refused, reset, protocol error ... after the retries
             raise BackendUnavailableError(f"{url} failed after {attempts}: {type(error).__name__}: {error}") from error
-        if response.status_code == 404 and path == "completions":
+        if status == 404 and path == "completions":
             raise NotImplementedError(
                 f"{url} answered 404: this server has no token-id completions endpoint, so "
                 "generate_from_ids is unavailable; use generate (chat) or a vLLM server"
             )
-        if response.status_code >= 400:
-            retried = f" after {attempts}" if response.status_code in _RETRY_STATUS else ""
+        if status >= 400:
+            retried = f" after {attempts}" if status in _RETRY_STATUS else ""
             hint = " (if it rejects unknown fields, pass vllm_extensions=False)" if self.vllm_extensions else ""
             raise BackendResponseError(
-                f"{url} answered HTTP {response.status_code}{retried}{hint}: {response.text[:500]}",
-                status=response.status_code,
+                f"{url} answered HTTP {status}{retried}{hint}: {text[:500]}",
+                status=status,
             )
         try:
-            payload = response.json()
+            payload = json.loads(text)
         except ValueError as error:
-            raise BackendResponseError(f"{url} returned a body that is not JSON: {response.text[:300]!r}") from error
+            raise BackendResponseError(f"{url} returned a body that is not JSON: {text[:300]!r}") from error
         if not isinstance(payload, dict) or not isinstance(payload.get("choices"), list) or not payload["choices"]:
-            raise BackendResponseError(f"{url} returned no completion object with choices: {response.text[:300]!r}")
+            raise BackendResponseError(f"{url} returned no completion object with choices: {text[:300]!r}")
         return payload
+
+    def _read_bounded(self, path: str, body: dict[str, Any]) -> tuple[int, str]:
+        """POST ``body`` and read the answer within ``timeout`` seconds in all and :data:`MAX_RESPONSE_BYTES`.
+
+        httpx's timeout bounds each socket read, not the whole answer: a server that trickles a byte
+        at a time, or streams without end, would hold the step (and the memory) without bound.
+        """
+        deadline = time.monotonic() + self.timeout
+        url = f"{self.base_url}/{path}"
+        with self._client.stream("POST", f"/{path}", json=body) as response:
+            chunks, size = [], 0
+            for chunk in response.iter_bytes():
+                size += len(chunk)
+                if size > MAX_RESPONSE_BYTES:
+                    raise BackendResponseError(
+                        f"{url} sent more than {MAX_RESPONSE_BYTES} bytes; the answer is dropped"
+                    )
+                if time.monotonic() > deadline:
+                    raise httpx.ReadTimeout(f"the answer was still arriving after {self.timeout:g} s")
+                chunks.append(chunk)
+            return response.status_code, b"".join(chunks).decode(response.encoding or "utf-8", errors="replace")
 
     @staticmethod
     def _finish(choice: dict[str, Any], text: str, params: SamplingParams) -> tuple[str, str]:
@@ -310,7 +336,8 @@ def _logprobs(values: Any) -> list[float]:
     for value in values:
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        # Infinity parses from JSON too, and would turn an importance ratio into inf or nan.
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise ValueError(f"logprob {value!r:.40} is not a number")
         logprobs.append(float(value))
     return logprobs
