@@ -8,6 +8,11 @@ Spec                            Backend
 ==============================  =================================================================
 ``smollm2-135m``                embedded model (see :mod:`dynaweb_env.models`), transformers
 ``tiny-random``                 embedded tiny random model, transformers (tests, smoke runs)
+``smollm2-135m-wm`` (shipped)   a shipped adapter (world model, judge): the CTranslate2 engine when it
+                                is installed, else transformers (see "Engine defaults" below)
+``ct2:<ref>``                   CTranslate2 (``pip install dynaweb[engine]``): an embedded name, a shipped
+                                adapter, a local checkpoint or adapter directory (converted once into
+                                the cache, adapters merged, int8), or an already converted directory
 ``/path/to/checkpoint``         local checkpoint directory (also ``./rel`` or ``~/...``), transformers
 ``hf:<id-or-path>``             transformers ``from_pretrained(<id>)`` (a hub id needs network access)
 ``transformers:<ref>``          same as the bare forms above, spelled out
@@ -19,8 +24,13 @@ Spec                            Backend
 ==============================  =================================================================
 
 A dict names the backend and its constructor arguments:
-``{"backend": "transformers" | "openai" | "vllm", "model": ..., **kwargs}`` (``openai`` also takes
+``{"backend": "transformers" | "ct2" | "openai" | "vllm", "model": ..., **kwargs}`` (``openai`` also takes
 ``base_url``).
+
+Engine defaults: the shipped adapters are frozen models (world model, judge), so their bare names use
+the CTranslate2 engine wherever it is installed; ``transformers`` stays the reference and the fallback.
+Write ``transformers:smollm2-135m-wm`` for the reference, or set ``DYNAWEB_ENGINE=transformers`` to make
+every bare name resolve to it (``DYNAWEB_ENGINE=ct2`` makes a missing engine an error instead).
 
 Backends are cached per process: the same spec (and keyword arguments) returns the same loaded
 backend, so several envs sharing a world model never load it twice. Pass ``cache=False`` for a
@@ -38,7 +48,10 @@ from urllib.parse import parse_qsl
 
 from .base import Conversation, Generation, GenerationBackend, GenerationError, SamplingParams
 
-_BACKEND_KINDS = ("transformers", "openai", "vllm")
+_BACKEND_KINDS = ("transformers", "ct2", "openai", "vllm")
+#: Environment variable choosing what bare shipped-adapter names resolve to: ``auto`` (default: the engine
+#: when installed), ``ct2`` or ``transformers``.
+ENGINE_ENV_VAR = "DYNAWEB_ENGINE"
 _cache: dict[str, GenerationBackend] = {}
 _cache_lock = threading.Lock()
 
@@ -73,6 +86,10 @@ def parse_backend_spec(spec: str | dict[str, Any]) -> dict[str, Any]:
         if not rest:
             raise ValueError(f"vllm spec must look like 'vllm:<model>', got {spec!r}")
         return {"backend": "vllm", "model": rest}
+    if colon and prefix == "ct2":
+        if not rest:
+            raise ValueError(f"ct2 spec must look like 'ct2:<model or directory>', got {spec!r}")
+        return {"backend": "ct2", "model": rest}
     if colon and prefix == "hf":
         if not rest:
             raise ValueError(f"hf spec must look like 'hf:<id-or-path>', got {spec!r}")
@@ -80,9 +97,13 @@ def parse_backend_spec(spec: str | dict[str, Any]) -> dict[str, Any]:
     if colon and prefix == "transformers":
         text = rest
     elif colon and prefix.isidentifier() and not Path(text).exists():
-        raise ValueError(f"unknown backend prefix {prefix!r} in {spec!r}; known: openai:, vllm:, hf:, transformers:")
+        raise ValueError(
+            f"unknown backend prefix {prefix!r} in {spec!r}; known: ct2:, openai:, vllm:, hf:, transformers:"
+        )
     from ..models import EMBEDDED_MODELS, SHIPPED_ADAPTERS
 
+    if text in SHIPPED_ADAPTERS and not colon:
+        return {"backend": default_engine(), "model": text}
     if text in EMBEDDED_MODELS or text in SHIPPED_ADAPTERS or Path(text).expanduser().is_dir():
         return {"backend": "transformers", "model": text}
     raise ValueError(
@@ -119,6 +140,23 @@ def _openai_spec(rest: str, spec: str) -> dict[str, Any]:
     )
 
 
+def default_engine() -> str:
+    """The backend bare shipped-adapter names resolve to: ``"ct2"`` where CTranslate2 is installed, else
+    ``"transformers"``; :data:`ENGINE_ENV_VAR` overrides it.
+
+    Raises:
+        ValueError: If the variable holds anything else.
+    """
+    choice = os.environ.get(ENGINE_ENV_VAR, "auto").strip().lower() or "auto"
+    if choice not in ("auto", "ct2", "transformers"):
+        raise ValueError(f"{ENGINE_ENV_VAR} must be auto, ct2 or transformers, got {choice!r}")
+    if choice != "auto":
+        return choice
+    from .ct2_backend import engine_available
+
+    return "ct2" if engine_available() else "transformers"
+
+
 def make_backend(
     spec: str | dict[str, Any] | GenerationBackend = "smollm2-135m", *, cache: bool = True, **kwargs: Any
 ) -> GenerationBackend:
@@ -135,7 +173,7 @@ def make_backend(
 
     Raises:
         ValueError: If the spec is malformed.
-        ImportError: If the backend's optional dependency (vLLM) is missing.
+        ImportError: If the backend's optional dependency (CTranslate2, vLLM) is missing.
         GenerationError: If the model cannot be loaded.
     """
     if isinstance(spec, GenerationBackend):
@@ -164,10 +202,17 @@ def _build(options: dict[str, Any]) -> GenerationBackend:
         from .vllm_backend import VLLMBackend
 
         return VLLMBackend(**options)
-    from .transformers_backend import TransformersBackend
-
     model = options.pop("model")
     model = os.fspath(Path(model).expanduser()) if model.startswith("~") else model
+    if kind == "ct2":
+        from .ct2_backend import CT2Backend
+
+        # transformers-only options (a dtype, prefix sharing) mean nothing to the engine.
+        for option in ("dtype", "share_prefix"):
+            options.pop(option, None)
+        return CT2Backend(model, **options)
+    from .transformers_backend import TransformersBackend
+
     return TransformersBackend(model, **options)
 
 
@@ -184,6 +229,7 @@ __all__ = [
     "GenerationError",
     "SamplingParams",
     "clear_backend_cache",
+    "default_engine",
     "make_backend",
     "parse_backend_spec",
 ]

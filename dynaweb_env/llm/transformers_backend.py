@@ -48,7 +48,7 @@ def shared_prefix_length(prompts: Sequence[Sequence[int]]) -> int:
     return length
 
 
-def _load_merged_adapter(adapter_dir: Path, base: Path | str, dtype: torch.dtype) -> Any:
+def load_merged_adapter(adapter_dir: Path, base: Path | str, dtype: torch.dtype) -> Any:
     """The base model with a LoRA adapter merged into its weights (generation then costs what the base costs)."""
     from transformers import AutoModelForCausalLM
 
@@ -66,6 +66,18 @@ def _row_seeds(seed: int | None, count: int) -> list[int]:
     if seed is None:
         return torch.randint(0, 2**62, (count,)).tolist()
     return sequence_seeds(seed, count)
+
+
+def stop_text(tokenizer: Any, completion: Sequence[int], params: SamplingParams) -> str | None:
+    """The text of ``completion`` cut at the stop rule it completes (a stop string, kept; or a repeated line,
+    left out); ``None`` while it completes none. Every local backend checks its stop rules with this."""
+    # Decoding the whole completion each step is simpler than tracking token boundaries and
+    # costs microseconds next to a forward pass.
+    text = tokenizer.decode(list(completion), skip_special_tokens=True)
+    ends = [text.find(stop) + len(stop) for stop in params.stop if stop and stop in text]
+    if params.stop_at_repeated_line and (cut := cut_at_repeated_line(text)) is not None:
+        ends.append(len(cut))
+    return text[: min(ends)] if ends else None
 
 
 def _sample(probs: torch.Tensor, top_p: float, generators: list[torch.Generator]) -> torch.Tensor:
@@ -204,7 +216,7 @@ class TransformersBackend:
             if base is None:
                 model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device)
             else:
-                model = _load_merged_adapter(path, resolve_model(base), dtype).to(device)
+                model = load_merged_adapter(path, resolve_model(base), dtype).to(device)
             if tokenizer is None:
                 has_tokenizer = base is None or (path / "tokenizer_config.json").is_file()
                 tokenizer = AutoTokenizer.from_pretrained(path if has_tokenizer else resolve_model(base))
@@ -402,13 +414,7 @@ class TransformersBackend:
         return generations
 
     def _cut_at_stop(self, completion: list[int], params: SamplingParams) -> str | None:
-        # Decoding the whole completion each step is simpler than tracking token boundaries and
-        # costs microseconds next to a forward pass.
-        text = self.tokenizer.decode(completion, skip_special_tokens=True)
-        ends = [text.find(stop) + len(stop) for stop in params.stop if stop and stop in text]
-        if params.stop_at_repeated_line and (cut := cut_at_repeated_line(text)) is not None:
-            ends.append(len(cut))
-        return text[: min(ends)] if ends else None
+        return stop_text(self.tokenizer, completion, params)
 
 
-__all__ = ["TransformersBackend", "sequence_seeds", "shared_prefix_length", "validate_conversation"]
+__all__ = ["TransformersBackend", "sequence_seeds", "shared_prefix_length", "stop_text", "validate_conversation"]

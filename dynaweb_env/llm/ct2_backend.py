@@ -1,0 +1,426 @@
+"""Batched CPU generation with CTranslate2, a purpose-built inference engine (``pip install dynaweb[engine]``).
+
+CTranslate2 runs a converted, int8-quantized copy of a transformers checkpoint: no per-token Python
+overhead and int8 GEMMs, so the world model, the judge and policy rollouts generate several times
+faster than with :class:`~dynaweb_env.llm.transformers_backend.TransformersBackend` on a CPU
+(``benchmarks/engine_throughput.py``). :func:`convert_model` converts a loaded model;
+:func:`dynaweb_env.models.prepare_engine_model` converts a named or local model once into the cache.
+
+ctranslate2 is imported only when a backend is built or a model converted, so the rest of the project
+runs without it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from .base import Conversation, Generation, GenerationError, SamplingParams
+from .transformers_backend import sequence_seeds, shared_prefix_length, stop_text, validate_conversation
+
+#: Weight quantization of converted models: int8 weights, float32 activations on a CPU.
+DEFAULT_QUANTIZATION = "int8"
+DEFAULT_MAX_BATCH_SIZE = 16
+#: Fewest leading tokens a batch's prompts must share before they become the engine's static prompt.
+MIN_STATIC_PROMPT = 16
+#: Most distinct static prompts whose state the engine keeps between calls (each ~46 KB per token for a
+#: 135M model): CTranslate2 never evicts a cached prompt state, so only prompts already seen are cached.
+MAX_CACHED_PROMPTS = 4
+#: Written into every converted directory: what it was converted from and how.
+ENGINE_INFO_FILE = "dynaweb_engine.json"
+# CTranslate2 keeps one random generator per worker thread, seeded from the global seed when the thread
+# first samples; a seeded call therefore runs on a fresh engine (new worker thread) under this lock.
+_SEED_LOCK = threading.Lock()
+
+
+def _import_ctranslate2() -> Any:
+    try:
+        import ctranslate2
+    except ImportError as error:
+        raise ImportError(
+            "the ct2 backend needs CTranslate2: `pip install 'dynaweb[engine]'` (or `pip install ctranslate2`), "
+            "or use a transformers spec such as 'transformers:smollm2-135m-wm'"
+        ) from error
+    return ctranslate2
+
+
+def engine_available() -> bool:
+    """Whether CTranslate2 can be imported (without importing it)."""
+    import importlib.util
+
+    return importlib.util.find_spec("ctranslate2") is not None
+
+
+def is_engine_dir(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` holds a converted CTranslate2 model (``model.bin`` and a vocabulary)."""
+    path = Path(path)
+    return (path / "model.bin").is_file() and any(
+        (path / name).is_file() for name in ("vocabulary.json", "vocabulary.txt")
+    )
+
+
+@contextlib.contextmanager
+def _no_per_layer_gc() -> Iterator[None]:
+    # The transformers converter calls gc.collect() after every layer to bound the peak memory of huge
+    # models; for a 135M model that is ~95% of the conversion time (12 s of 13 s measured), and more in a
+    # trainer's large heap. The model here is small and already in memory, so the collections are skipped.
+    from ctranslate2.converters import transformers as converter_module
+
+    class _NoCollect:
+        def __getattr__(self, name: str) -> Any:
+            import gc
+
+            return getattr(gc, name)
+
+        @staticmethod
+        def collect(*args: Any) -> int:
+            return 0
+
+    saved = converter_module.gc
+    converter_module.gc = _NoCollect()
+    try:
+        yield
+    finally:
+        converter_module.gc = saved
+
+
+def convert_model(
+    model: Any,
+    tokenizer: Any,
+    target: str | os.PathLike[str],
+    *,
+    quantization: str = DEFAULT_QUANTIZATION,
+    logits_temperature: float = 1.0,
+    source: str = "",
+) -> Path:
+    """Convert a loaded transformers causal LM (LoRA adapters already merged) into a CTranslate2 directory.
+
+    Uses CTranslate2's own ``TransformersConverter`` on the in-memory model, so nothing is reloaded from
+    disk. The tokenizer is saved beside the converted weights (the backend needs its chat template).
+
+    Args:
+        model: A ``PreTrainedModel`` on the CPU, not peft-wrapped (merge adapters first).
+        tokenizer: Its tokenizer.
+        target: Directory to write (created; existing files are overwritten).
+        quantization: CTranslate2 weight type: ``int8`` (default), ``int8_float32``, ``float32``, ...
+        logits_temperature: Divide the output layer by this, so that the engine's log-probabilities at
+            sampling temperature 1 are ``log_softmax(logits / logits_temperature)``: the sampling
+            distribution of a policy sampled at that temperature (see :class:`CT2Backend`).
+        source: What the model is, recorded in :data:`ENGINE_INFO_FILE`.
+
+    Returns:
+        ``target`` as a path.
+    """
+    ctranslate2 = _import_ctranslate2()
+    if logits_temperature <= 0:
+        raise ValueError(f"logits_temperature must be > 0, got {logits_temperature}")
+    target = Path(target)
+    with tempfile.TemporaryDirectory(prefix="dynaweb-ct2-config-") as config_dir:
+        # The converter reads the config from a path and the model through load_model: hand it ours.
+        model.config.save_pretrained(config_dir)
+
+        class InMemoryConverter(ctranslate2.converters.TransformersConverter):
+            def load_model(self, model_class, model_name_or_path, **kwargs):
+                return model
+
+            def load_tokenizer(self, tokenizer_class, model_name_or_path, **kwargs):
+                return tokenizer
+
+        with _no_per_layer_gc():
+            spec = InMemoryConverter(config_dir)._load()
+    if logits_temperature != 1.0:
+        projection = spec.decoder.projection
+        # A new array: with tied embeddings the projection shares the embedding's tensor.
+        projection.weight = projection.weight / logits_temperature
+    spec.validate()
+    spec.optimize(quantization=quantization)
+    target.mkdir(parents=True, exist_ok=True)
+    spec.save(str(target))
+    tokenizer.save_pretrained(target)
+    if getattr(model, "generation_config", None) is not None:
+        model.generation_config.save_pretrained(target)  # its end-of-sequence ids
+    info = {"source": source, "quantization": quantization, "logits_temperature": logits_temperature}
+    (target / ENGINE_INFO_FILE).write_text(json.dumps(info, indent=2) + "\n")
+    return target
+
+
+def plan_groups(
+    lengths: Sequence[int], max_new_tokens: int, max_batch_size: int, decode_step_cost: float = 3.0
+) -> list[list[int]]:
+    """Split a batch of prompts into engine calls, in prompt-length order, by a cost model.
+
+    CTranslate2 prefills the prompts of one call only up to the shortest one and feeds every longer
+    prompt's remaining tokens one decoding step at a time, for the whole call. So a call's cost is about
+    ``rows * shortest`` prefill tokens plus ``(spread + new tokens)`` batched decoding steps; a batched
+    step costs ``decode_step_cost`` prefill tokens of one row (3 measured on the 2-core CPU, ~18 ms vs
+    ~6 ms) and grows by 10% per extra row. Contiguous groups of the length-sorted prompts are chosen by
+    dynamic programming to minimise the summed cost.
+
+    Returns:
+        Groups of indices into ``lengths``; each group holds at most ``max_batch_size`` prompts.
+    """
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    steps = min(max_new_tokens, 256)  # outputs usually end well before the budget
+
+    def cost(first: int, last: int) -> float:  # group order[first:last]
+        rows = last - first
+        shortest, longest = lengths[order[first]], lengths[order[last - 1]]
+        return rows * shortest + (longest - shortest + steps) * decode_step_cost * (1 + 0.1 * (rows - 1))
+
+    best = [0.0] + [float("inf")] * len(order)
+    cut = [0] * (len(order) + 1)
+    for last in range(1, len(order) + 1):
+        for first in range(max(0, last - max_batch_size), last):
+            total = best[first] + cost(first, last)
+            if total < best[last]:
+                best[last], cut[last] = total, first
+    groups, last = [], len(order)
+    while last > 0:
+        groups.append(order[cut[last] : last])
+        last = cut[last]
+    return groups[::-1]
+
+
+class CT2Backend:
+    """A :class:`~dynaweb_env.llm.base.GenerationBackend` over a CTranslate2 ``Generator`` (CPU or CUDA).
+
+    The model is converted once (:func:`dynaweb_env.models.prepare_engine_model`: LoRA adapters merged
+    into their base, int8 weights) and cached. Prompts are tokenized with the model's own tokenizer and
+    chat template, so ``prompt_ids`` are what the engine saw, as with
+    :class:`~dynaweb_env.llm.transformers_backend.TransformersBackend`, whose conventions it follows:
+
+    - ``completion_ids`` end with the end-of-sequence token when one ended the sequence (``finish_reason``
+      ``"stop"``); ``text`` never holds it.
+    - Stop strings and ``stop_at_repeated_line`` end a sequence in the engine's decoding loop (a per-token
+      callback), at the token that completes them; ``text`` is cut as the transformers backend cuts it.
+    - ``logprobs``: ``log_softmax(logits / T)`` of each sampled token before top-p filtering, with ``T = 1``
+      when decoding greedily. The engine reports them at its output layer's temperature, which is 1 unless
+      the model was converted with ``logits_temperature`` (the trainer converts its policy at the rollout
+      temperature). A call at any other temperature returns no log-probs (``[]``) rather than wrong ones.
+    - Shared prompt prefixes (the world model's system prompt, a GRPO group's identical prompts) are the
+      engine's static prompt: computed once per call, and kept between calls once the same prefix comes
+      back (:data:`MAX_CACHED_PROMPTS`).
+    - Prompts of very different lengths are split into several engine calls (:func:`plan_groups`).
+
+    Sampling: ``seed`` makes a call reproducible: the same prompts and seed give the same texts. Unlike the
+    transformers backend, a sequence's sample depends on the other prompts of its batch (the engine draws
+    for the whole batch from one generator). A seeded sampling call runs on a fresh engine instance (the
+    engine cannot re-seed its worker thread), which costs a model load (~0.4-0.9 s for 135M int8) and
+    the cached prompt states; greedy and unseeded calls reuse the loaded engine.
+
+    Args:
+        model: An embedded model name, a shipped adapter name, a local checkpoint or adapter directory
+            (converted once into the cache), or a directory already converted by CTranslate2.
+        tokenizer: The tokenizer; default: the one saved beside the converted model.
+        device: ``"cpu"`` (default), ``"cuda"`` or ``"auto"``.
+        quantization: Weight type of the conversion (and the engine's compute type).
+        max_batch_size: Most sequences decoded together.
+        threads: CPU threads of the engine (default: the CPUs this process may use).
+        model_name: Name for logs; default: ``"ct2:" + model``.
+
+    Raises:
+        ImportError: If CTranslate2 is not installed.
+        GenerationError: If the model cannot be converted or loaded.
+    """
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str] = "smollm2-135m",
+        tokenizer: Any = None,
+        *,
+        device: str | None = None,
+        quantization: str = DEFAULT_QUANTIZATION,
+        max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
+        threads: int | None = None,
+        model_name: str | None = None,
+    ) -> None:
+        self._ct2 = _import_ctranslate2()
+        if max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
+        from ..models import prepare_engine_model
+
+        self.max_batch_size = max_batch_size
+        self.device = device or "cpu"
+        self.threads = threads or len(os.sched_getaffinity(0))
+        self.model_name = model_name or f"ct2:{os.fspath(model)}"
+        reference = os.fspath(model)
+        directory = Path(reference).expanduser()
+        try:
+            self.path = directory if is_engine_dir(directory) else prepare_engine_model(reference, quantization)
+        except (OSError, RuntimeError) as error:
+            raise GenerationError(f"cannot convert {reference!r} for CTranslate2: {error}") from error
+        self.compute_type = quantization
+        self.tokenizer = tokenizer if tokenizer is not None else self._load_tokenizer(self.path)
+        info_file = self.path / ENGINE_INFO_FILE
+        info = json.loads(info_file.read_text()) if info_file.is_file() else {}
+        self.logits_temperature = float(info.get("logits_temperature", 1.0))
+        self.eos_token_ids = self._eos_ids()
+        self._lock = threading.Lock()
+        self._cached_prompts: list[tuple[int, ...]] = []  # prefixes whose state the engine keeps
+        self._recent_prompts: list[tuple[int, ...]] = []  # prefixes seen once, most recent first
+        self.generator = self._new_generator()
+
+    @staticmethod
+    def _load_tokenizer(path: Path) -> Any:
+        from transformers import AutoTokenizer
+
+        if not (path / "tokenizer_config.json").is_file():
+            raise GenerationError(f"{path} holds no tokenizer: pass CT2Backend(path, tokenizer=...)")
+        return AutoTokenizer.from_pretrained(path)
+
+    def _eos_ids(self) -> list[int]:
+        ids = {self.tokenizer.eos_token_id} if self.tokenizer.eos_token_id is not None else set()
+        config_file = self.path / "generation_config.json"
+        if config_file.is_file():
+            value = json.loads(config_file.read_text()).get("eos_token_id")
+            ids.update([value] if isinstance(value, int) else list(value or []))
+        return sorted(ids)
+
+    def _new_generator(self) -> Any:
+        return self._ct2.Generator(
+            str(self.path), device=self.device, compute_type=self.compute_type, intra_threads=self.threads
+        )
+
+    def reload(self, path: str | os.PathLike[str] | None = None) -> None:
+        """Load the converted model again, from ``path`` if given (the trainer's weight sync)."""
+        with self._lock:
+            if path is not None:
+                self.path = Path(path)
+                info_file = self.path / ENGINE_INFO_FILE
+                info = json.loads(info_file.read_text()) if info_file.is_file() else {}
+                self.logits_temperature = float(info.get("logits_temperature", 1.0))
+            self._cached_prompts, self._recent_prompts = [], []
+            self.generator = None  # free the old weights before loading the new ones
+            self.generator = self._new_generator()
+
+    def chat_prompt_ids(self, conversation: Conversation) -> list[int]:
+        """Token ids of the chat template applied to ``conversation``, with the generation prompt."""
+        text = self.tokenizer.apply_chat_template(
+            validate_conversation(conversation), add_generation_prompt=True, tokenize=False
+        )
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def generate(self, conversations: Sequence[Conversation], params: SamplingParams) -> list[Generation]:
+        """Generate one completion per chat conversation (chat template applied), in input order."""
+        return self.generate_from_ids([self.chat_prompt_ids(conversation) for conversation in conversations], params)
+
+    def generate_from_ids(self, prompt_ids: Sequence[list[int]], params: SamplingParams) -> list[Generation]:
+        """Generate one completion per tokenized prompt, in input order.
+
+        Raises:
+            ValueError: If a prompt is empty or holds ids outside the vocabulary.
+        """
+        prompts = [list(map(int, ids)) for ids in prompt_ids]
+        vocab_size = len(self.tokenizer)
+        for index, ids in enumerate(prompts):
+            if not ids:
+                raise ValueError(f"prompt {index} is empty")
+            if min(ids) < 0 or max(ids) >= vocab_size:
+                raise ValueError(f"prompt {index} has token ids outside [0, {vocab_size})")
+        if not prompts:
+            return []
+        seeded = params.seed is not None and not params.greedy
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(self._lock)
+            generator = self.generator
+            if seeded:
+                stack.enter_context(_SEED_LOCK)
+                self._ct2.set_random_seed(sequence_seeds(params.seed, 1, bits=31)[0])
+                generator = self._new_generator()
+            results: list[Generation | None] = [None] * len(prompts)
+            groups = plan_groups([len(ids) for ids in prompts], params.max_new_tokens, self.max_batch_size)
+            for group in groups:
+                outputs = self._decode(generator, [prompts[i] for i in group], params)
+                for index, generation in zip(group, outputs, strict=True):
+                    results[index] = generation
+        return results  # type: ignore[return-value]
+
+    def _static_prompt(self, prompts: list[list[int]], persistent: bool) -> tuple[list[int], bool]:
+        """The prefix of every prompt to prefill once for the call, and whether the engine keeps its state.
+
+        A prefix whose state the engine already holds costs nothing to prefill, but the rows' rests then
+        start there; a longer prefix shared by the whole call (a GRPO group) is prefilled once but may be
+        new. The cheaper of the two is taken. A prefix is kept from its second call on, and at most
+        :data:`MAX_CACHED_PROMPTS` are: the engine never evicts a kept state.
+        """
+        shared = shared_prefix_length(prompts) if len(prompts) > 1 else 0
+        shared = shared if shared >= MIN_STATIC_PROMPT else 0
+        known = [
+            prefix
+            for prefix in (self._cached_prompts if persistent else [])
+            if all(len(ids) > len(prefix) and tuple(ids[: len(prefix)]) == prefix for ids in prompts)
+        ]
+        if known:
+            prefix = max(known, key=len)
+            if len(prompts) * (shared - len(prefix)) <= shared:  # rests from the kept state cost less
+                return list(prefix), True
+        if not shared:
+            return [], False
+        prefix = tuple(prompts[0][:shared])
+        keep = persistent and prefix in self._recent_prompts and len(self._cached_prompts) < MAX_CACHED_PROMPTS
+        if keep:
+            self._cached_prompts.append(prefix)
+        else:
+            self._recent_prompts = [prefix, *self._recent_prompts[:15]]
+        return list(prefix), keep
+
+    def _decode(self, generator: Any, prompts: list[list[int]], params: SamplingParams) -> list[Generation]:
+        static, cache = self._static_prompt(prompts, persistent=generator is self.generator)
+        skip = len(static)
+        start_tokens = [self.tokenizer.convert_ids_to_tokens(ids[skip:]) for ids in prompts]
+        completions: list[list[int]] = [[] for _ in prompts]
+        logprobs: list[list[float]] = [[] for _ in prompts]
+        texts: list[str | None] = [None] * len(prompts)
+        finish = ["length"] * len(prompts)
+        stops = bool(params.stop or params.stop_at_repeated_line)
+        eos = set(self.eos_token_ids)
+
+        def on_token(step: Any) -> bool:
+            row = step.batch_id
+            completions[row].append(step.token_id)
+            logprobs[row].append(step.log_prob)
+            if step.token_id in eos:
+                finish[row] = "stop"
+                return False
+            if stops and (text := stop_text(self.tokenizer, completions[row], params)) is not None:
+                finish[row], texts[row] = "stop", text
+                return True
+            return False
+
+        temperature = 1.0 if params.greedy else params.temperature / self.logits_temperature
+        options: dict[str, Any] = {
+            "max_length": params.max_new_tokens,
+            "include_prompt_in_result": False,
+            "end_token": self.eos_token_ids or None,
+            "return_end_token": True,
+            "return_scores": True,
+            "callback": on_token,
+            "sampling_topk": 1 if params.greedy else 0,
+            "sampling_topp": 1.0 if params.greedy else params.top_p,
+            "sampling_temperature": temperature,
+        }
+        if static:
+            options.update(static_prompt=self.tokenizer.convert_ids_to_tokens(static), cache_static_prompt=cache)
+        try:
+            generator.generate_batch(start_tokens, **options)
+        except (RuntimeError, ValueError) as error:
+            raise GenerationError(f"CTranslate2 generation failed: {error}") from error
+        # The engine's log-probs are at its output layer's temperature: right only when that is the call's.
+        exact = self.logits_temperature == (1.0 if params.greedy else params.temperature)
+        generations = []
+        for row, ids in enumerate(prompts):
+            text = texts[row]
+            if text is None:
+                text = self.tokenizer.decode(completions[row], skip_special_tokens=True)
+            row_logprobs = [float(value) for value in logprobs[row]] if exact else []
+            generations.append(Generation(text, list(ids), completions[row], row_logprobs, finish[row]))
+        return generations
+
+
+__all__ = ["CT2Backend", "convert_model", "engine_available", "is_engine_dir", "plan_groups"]
