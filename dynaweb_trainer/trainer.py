@@ -103,6 +103,10 @@ class DynaWebTrainer(GRPOTrainer):
         if not args.disable_tqdm:
             self.remove_callback(ProgressCallback)
             self.add_callback(DynaWebProgressCallback)
+        if args.use_engine:
+            from .engine_policy import attach_engine
+
+            attach_engine(self, args.engine_quantization)
 
     def _get_per_token_logps_and_entropies(
         self,

@@ -59,6 +59,12 @@ def trainer_policy(trainer: Any, max_batch_size: int = 64) -> Iterator[Any]:
     ZeRO-3 parameters gathered, gradient checkpointing off) and wraps it, LoRA adapter included, in
     :class:`~dynaweb_env.llm.transformers_backend.TransformersBackend`.
     """
+    from .engine_policy import engine_backend
+
+    engine = engine_backend(trainer)  # --use-engine: the CTranslate2 copy synced after each optimizer step
+    if engine is not None:
+        yield engine
+        return
     if trainer.use_vllm:
         yield VLLMPolicy(trainer)
         return

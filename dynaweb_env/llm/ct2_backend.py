@@ -372,6 +372,18 @@ class CT2Backend:
 
     def _decode(self, generator: Any, prompts: list[list[int]], params: SamplingParams) -> list[Generation]:
         static, cache = self._static_prompt(prompts, persistent=generator is self.generator)
+        rests = [len(ids) - len(static) for ids in prompts]
+        if min(rests) == 1 and max(rests) > 1:
+            # CTranslate2 prefills a call's prompts up to the shortest minus one token; when that is nothing,
+            # it reports the longer prompts' remaining tokens as generated ones. Keep two tokens in every rest.
+            if static:
+                static, cache = static[:-1], False
+            else:
+                short = [row for row, ids in enumerate(prompts) if len(ids) == 1]
+                rest = [row for row in range(len(prompts)) if len(prompts[row]) > 1]
+                outputs = dict(zip(short, self._decode(generator, [prompts[r] for r in short], params), strict=True))
+                outputs.update(zip(rest, self._decode(generator, [prompts[r] for r in rest], params), strict=True))
+                return [outputs[row] for row in range(len(prompts))]
         skip = len(static)
         start_tokens = [self.tokenizer.convert_ids_to_tokens(ids[skip:]) for ids in prompts]
         completions: list[list[int]] = [[] for _ in prompts]
