@@ -496,7 +496,7 @@ def prepare_engine_model(
         from .llm.ct2_backend import convert_model
 
         model, tokenizer = load_merged_model(text)
-        convert_model(model, tokenizer, staging, quantization=quantization, source=text)
+        convert_model(model, tokenizer, staging, quantization=quantization, source=text, consume=True)
 
     marker = {"name": target.name, "description": f"{text} converted for CTranslate2 ({quantization})"}
     return _build_into_cache(target, build, marker, force=force, verbose=verbose)

@@ -98,6 +98,7 @@ def convert_model(
     quantization: str = DEFAULT_QUANTIZATION,
     logits_temperature: float = 1.0,
     source: str = "",
+    consume: bool = False,
 ) -> Path:
     """Convert a loaded transformers causal LM (LoRA adapters already merged) into a CTranslate2 directory.
 
@@ -113,6 +114,8 @@ def convert_model(
             sampling temperature 1 are ``log_softmax(logits / logits_temperature)``: the sampling
             distribution of a policy sampled at that temperature (see :class:`CT2Backend`).
         source: What the model is, recorded in :data:`ENGINE_INFO_FILE`.
+        consume: Let the converter take ``model`` apart (it deletes each layer once converted, to bound
+            memory); otherwise it converts a copy and ``model`` stays usable (a trainer's live policy).
 
     Returns:
         ``target`` as a path.
@@ -121,6 +124,10 @@ def convert_model(
     if logits_temperature <= 0:
         raise ValueError(f"logits_temperature must be > 0, got {logits_temperature}")
     target = Path(target)
+    if not consume:
+        import copy
+
+        model = copy.deepcopy(model)
     with tempfile.TemporaryDirectory(prefix="dynaweb-ct2-config-") as config_dir:
         # The converter reads the config from a path and the model through load_model: hand it ours.
         model.config.save_pretrained(config_dir)

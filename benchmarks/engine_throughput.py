@@ -1,0 +1,265 @@
+"""Tokens per second of the CTranslate2 engine vs the transformers backend, side by side in one run.
+
+    python benchmarks/engine_throughput.py                          # ~15 min on the shared 2-core CPU
+    python benchmarks/engine_throughput.py --demo --gspo-step       # also `make demo`'s commands, before/after
+
+Every measurement runs both engines on the same prompts, interleaved (transformers, then the engine, prompt
+by prompt), so that the load of a shared machine falls on both alike: the absolute figures move with the
+load, the ratios are what count. Saved to ``benchmarks/results/engine_throughput.json`` with a PNG beside it.
+
+- ``world_model_single`` / ``world_model_batched``: the shipped world model (``smollm2-135m-wm``) on the
+  dream start states' world-model prompts (~1,000 tokens), greedy, one prompt at a time and all at once.
+- ``policy_single`` / ``policy_batched``: the policy (``smollm2-135m``) on its first-turn prompts, sampled
+  as rollouts are (temperature 0.7, top-p 0.9, seeded).
+- ``dream_vector_step``: 8 dreams on the defaults (shipped world model), one step through
+  ``DreamWebVectorEnv`` (one batched call) vs the same 8 through ``DreamWebEnv`` one by one, for each
+  engine; ``batched_over_one_by_one`` is the time ratio (goal <= 0.35).
+- ``--demo``: ``dynaweb-dream --policy expert`` (``make demo``'s first command) with ``DYNAWEB_ENGINE=transformers``
+  vs the default (engine); ``--gspo-step``: one ``dynaweb-train --env dream --expert-frac 0.5`` update with the
+  transformers world model, judge and policy rollouts vs the engine for all three (``--use-engine``).
+
+Each section has ``tokens_per_second_ratio`` = engine tokens/s / transformers tokens/s (time ratios for the
+commands).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from env_throughput import TimedBackend, bench_dream, dream_start_states
+
+from dynaweb_env.agent import policy_system_prompt
+from dynaweb_env.llm import make_backend
+from dynaweb_env.llm.base import SamplingParams
+from dynaweb_env.world_model import WebWorldModel, WorldModelRequest
+from dynaweb_env.world_model.model import DEFAULT_MAX_NEW_TOKENS
+
+RESULTS = Path(__file__).parent / "results" / "engine_throughput.json"
+ENGINES = ("transformers", "ct2")
+NOTE = (
+    "Measured on a 2-core CPU shared with 4 other jobs: absolute figures are noisy and low. Both engines run "
+    "interleaved on the same prompts in one run, so the ratios are fair comparisons."
+)
+
+
+def _time(backend: Any, prompts: list, params: SamplingParams) -> tuple[float, int]:
+    start = time.perf_counter()
+    generations = backend.generate(prompts, params)
+    return time.perf_counter() - start, sum(len(g.completion_ids) for g in generations)
+
+
+def side_by_side(backends: dict[str, Any], prompts: list, params: SamplingParams, batched: bool) -> dict[str, Any]:
+    """Tokens/s of each engine on ``prompts``: all at once, or one at a time interleaved between engines."""
+    seconds = dict.fromkeys(backends, 0.0)
+    tokens = dict.fromkeys(backends, 0)
+    batches = [prompts] if batched else [[prompt] for prompt in prompts]
+    for batch in batches:
+        for name, backend in backends.items():
+            elapsed, count = _time(backend, batch, params)
+            seconds[name] += elapsed
+            tokens[name] += count
+    result: dict[str, Any] = {
+        "prompts": len(prompts),
+        "batch_size": len(prompts) if batched else 1,
+        **{name: {"seconds": round(seconds[name], 2), "tokens": tokens[name],
+                  "tokens_per_second": round(tokens[name] / seconds[name], 3)} for name in backends},
+    }  # fmt: skip
+    result["tokens_per_second_ratio"] = round(
+        result["ct2"]["tokens_per_second"] / result["transformers"]["tokens_per_second"], 3
+    )
+    return result
+
+
+def world_model_prompts(states, actions) -> list:
+    model = WebWorldModel.__new__(WebWorldModel)  # only its prompt building: no backend needed
+    model.max_axtree_chars, model.output_mode = 6000, "tree"
+    return [
+        model.build_messages(WorldModelRequest(state.goal, state.url, state.axtree, action))
+        for state, action in zip(states, actions, strict=True)
+    ]
+
+
+def policy_prompts(tokenizer: Any, states) -> list:
+    from dynaweb_trainer.encoding import EpisodeEncoder
+
+    encoder = EpisodeEncoder(tokenizer, policy_system_prompt("compact"), 4000)
+    observations = [
+        {"goal": s.goal, "url": s.url, "axtree": s.axtree, "last_action": "", "last_action_error": ""} for s in states
+    ]
+    return [encoder.conversation(observation) for observation in observations]
+
+
+def dream_step(world_model: str, states, actions) -> dict[str, Any]:
+    """8 dreams batched vs one by one, per engine, interleaved: batched tf, batched ct2, serial tf, serial ct2."""
+    backends = {name: TimedBackend(make_backend(f"{name}:{world_model}")) for name in ENGINES}
+    result: dict[str, Any] = {name: {} for name in ENGINES}
+    for batched in (True, False):
+        for name, backend in backends.items():
+            key = "batched" if batched else "one_by_one"
+            result[name][key] = bench_dream(backend, states, actions, DEFAULT_MAX_NEW_TOKENS, batched=batched)
+    for name in ENGINES:
+        runs = result[name]
+        runs["batched_over_one_by_one"] = round(runs["batched"]["seconds"] / runs["one_by_one"]["seconds"], 3)
+        runs["generate_batched_over_one_by_one"] = round(
+            runs["batched"]["generate_seconds"] / runs["one_by_one"]["generate_seconds"], 3
+        )
+    tps = {
+        name: {key: result[name][key]["generated_tokens"] / result[name][key]["generate_seconds"]
+               for key in ("batched", "one_by_one")} for name in ENGINES
+    }  # fmt: skip
+    ratios = {key: round(tps["ct2"][key] / tps["transformers"][key], 3) for key in tps["ct2"]}
+    result["tokens_per_second_ratio"] = ratios
+    result["step_time_ratio_engine_over_transformers"] = {
+        key: round(result["ct2"][key]["seconds"] / result["transformers"][key]["seconds"], 3)
+        for key in ("batched", "one_by_one")
+    }
+    return result
+
+
+def timed_command(command: list[str], engine_env: str, timeout: int) -> dict[str, Any]:
+    """Wall time of a command run with ``DYNAWEB_ENGINE=engine_env``."""
+    env = {**os.environ, "DYNAWEB_ENGINE": engine_env, "TRL_EXPERIMENTAL_SILENCE": "1"}
+    start = time.perf_counter()
+    completed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    seconds = time.perf_counter() - start
+    if completed.returncode != 0:
+        raise RuntimeError(f"{shlex.join(command)} failed ({completed.returncode}):\n{completed.stderr[-2000:]}")
+    return {"command": f"DYNAWEB_ENGINE={engine_env} {shlex.join(command)}", "seconds": round(seconds, 1)}
+
+
+def commands_before_after(demo: bool, gspo_step: bool, timeout: int) -> dict[str, Any]:
+    """``make demo``'s dream command and one DynaWeb GSPO update, transformers vs engine, interleaved."""
+    results: dict[str, Any] = {}
+    if demo:
+        command = ["dynaweb-dream", "--policy", "expert"]
+        before = timed_command(command, "transformers", timeout)
+        after = timed_command(command, "ct2", timeout)
+        results["demo_dream"] = {"transformers": before, "ct2": after,
+                                 "speedup": round(before["seconds"] / after["seconds"], 3)}  # fmt: skip
+    if gspo_step:
+        with tempfile.TemporaryDirectory(prefix="engine-bench-") as scratch:
+            base = ["dynaweb-train", "--env", "dream", "--expert-frac", "0.5", "--max-steps", "1",
+                    "--save-strategy", "no", "--disable-tqdm", "true"]  # fmt: skip
+            before = timed_command([*base, "--output-dir", f"{scratch}/tf"], "transformers", timeout)
+            after = timed_command([*base, "--output-dir", f"{scratch}/ct2", "--use-engine", "true"], "ct2", timeout)
+        results["gspo_update"] = {"transformers": before, "ct2": after,
+                                  "speedup": round(before["seconds"] / after["seconds"], 3)}  # fmt: skip
+    return results
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--world-model", default="smollm2-135m-wm", help="shipped or local world model")
+    parser.add_argument("--policy", default="smollm2-135m", help="policy model")
+    parser.add_argument("--prompts", type=int, default=8, help="prompts per measurement")
+    parser.add_argument("--single", type=int, default=4, help="of which measured one at a time")
+    parser.add_argument("--new-tokens", type=int, default=96, help="new tokens per world-model prompt")
+    parser.add_argument("--policy-tokens", type=int, default=64, help="new tokens per policy turn")
+    parser.add_argument("--skip-dream", action="store_true", help="skip the 8-dream vector step")
+    parser.add_argument("--demo", action="store_true", help="also time `dynaweb-dream --policy expert`")
+    parser.add_argument("--gspo-step", action="store_true", help="also time one dynaweb-train dream update")
+    parser.add_argument("--timeout", type=int, default=3600, help="seconds allowed per timed command")
+    parser.add_argument("--output", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    results: dict[str, Any] = {
+        "command": shlex.join(["python", sys.argv[0], *(argv if argv is not None else sys.argv[1:])]),
+        "note": NOTE,
+        "machine": {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count()},
+        "engine": "CTranslate2 int8 (dynaweb_env.llm.ct2_backend.CT2Backend)",
+    }
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+
+    def save() -> None:  # after every section, so a long run interrupted late keeps what it measured
+        args.output.write_text(json.dumps(results, indent=2) + "\n")
+
+    states, actions = dream_start_states(args.prompts)
+    greedy = SamplingParams(max_new_tokens=args.new_tokens, temperature=0.0)
+    backends = {name: make_backend(f"{name}:{args.world_model}") for name in ENGINES}
+    prompts = world_model_prompts(states, actions)
+    print("world model, one prompt at a time ...", flush=True)
+    results["world_model_single"] = side_by_side(backends, prompts[: args.single], greedy, batched=False)
+    save()
+    print("world model, batched ...", flush=True)
+    results["world_model_batched"] = side_by_side(backends, prompts, greedy, batched=True)
+    save()
+    backends = {name: make_backend(f"{name}:{args.policy}") for name in ENGINES}
+    rollout = SamplingParams(max_new_tokens=args.policy_tokens, temperature=0.7, top_p=0.9, seed=0)
+    prompts = policy_prompts(backends["transformers"].tokenizer, states)
+    print("policy turns, one at a time ...", flush=True)
+    results["policy_single"] = side_by_side(backends, prompts[: args.single], rollout, batched=False)
+    save()
+    print("policy turns, batched ...", flush=True)
+    results["policy_batched"] = side_by_side(backends, prompts, rollout, batched=True)
+    save()
+    del backends
+    if not args.skip_dream:
+        print("8 dreams, vector env vs one by one ...", flush=True)
+        results["dream_vector_step"] = dream_step(args.world_model, states[:8], actions[:8])
+        save()
+    results.update(commands_before_after(args.demo, args.gspo_step, args.timeout))
+    save()
+    plot(results, args.output.with_suffix(".png"))
+    print_summary(results)
+    print(f"saved {args.output}")
+    return results
+
+
+def plot(results: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sections = [key for key in ("world_model_single", "world_model_batched", "policy_single", "policy_batched")
+                if key in results]  # fmt: skip
+    figure, axis = plt.subplots(figsize=(7, 3.6))
+    width = 0.38
+    for offset, name in ((-width / 2, "transformers"), (width / 2, "ct2")):
+        values = [results[key][name]["tokens_per_second"] for key in sections]
+        bars = axis.bar([i + offset for i in range(len(sections))], values, width, label=name)
+        axis.bar_label(bars, fmt="%.1f", fontsize=7)
+    for i, key in enumerate(sections):
+        axis.annotate(f"{results[key]['tokens_per_second_ratio']:.1f}x", (i, 0), xytext=(0, -28),
+                      textcoords="offset points", ha="center", fontsize=8, weight="bold")  # fmt: skip
+    axis.set_xticks(range(len(sections)), [key.replace("_", "\n") for key in sections], fontsize=8)
+    axis.set_ylabel("generated tokens / s")
+    axis.set_title("CTranslate2 int8 vs transformers, same prompts, interleaved (shared 2-core CPU)", fontsize=9)
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def print_summary(results: dict[str, Any]) -> None:
+    print("\nsection                 transformers tok/s   ct2 tok/s   ratio")
+    for key in ("world_model_single", "world_model_batched", "policy_single", "policy_batched"):
+        if key in results:
+            row = results[key]
+            before, after = row["transformers"]["tokens_per_second"], row["ct2"]["tokens_per_second"]
+            print(f"  {key:<22}{before:>12.2f}{after:>14.2f}{row['tokens_per_second_ratio']:>8.2f}x")
+    if "dream_vector_step" in results:
+        dream = results["dream_vector_step"]
+        for name in ENGINES:
+            runs = dream[name]
+            print(f"  8 dreams [{name}]: batched {runs['batched']['seconds']:.1f} s, one by one "
+                  f"{runs['one_by_one']['seconds']:.1f} s -> {runs['batched_over_one_by_one']:.2f}x")  # fmt: skip
+    for key in ("demo_dream", "gspo_update"):
+        if key in results:
+            row = results[key]
+            before, after = row["transformers"]["seconds"], row["ct2"]["seconds"]
+            print(f"  {key}: {before} s -> {after} s ({row['speedup']:.2f}x faster)")
+
+
+if __name__ == "__main__":
+    main()
