@@ -9,6 +9,8 @@ load, the ratios are what count. Saved to ``benchmarks/results/engine_throughput
 
 - ``world_model_single`` / ``world_model_batched``: the shipped world model (``smollm2-135m-wm``) on the
   dream start states' world-model prompts (~1,000 tokens), greedy, one prompt at a time and all at once.
+- ``world_model_batched_sampled``: the same batch sampled as dreams sample it (temperature 0.7, seeded): a
+  seeded sampling call costs the engine a fresh instance (see ``CT2Backend``).
 - ``policy_single`` / ``policy_batched``: the policy (``smollm2-135m``) on its first-turn prompts, sampled
   as rollouts are (temperature 0.7, top-p 0.9, seeded).
 - ``dream_vector_step``: 8 dreams on the defaults (shipped world model), one step through
@@ -46,6 +48,9 @@ from dynaweb_env.world_model import WebWorldModel, WorldModelRequest
 from dynaweb_env.world_model.model import DEFAULT_MAX_NEW_TOKENS
 
 RESULTS = Path(__file__).parent / "results" / "engine_throughput.json"
+SECTIONS = (
+    "world_model_single", "world_model_batched", "world_model_batched_sampled", "policy_single", "policy_batched"
+)
 ENGINES = ("transformers", "ct2")
 NOTE = (
     "Measured on a 2-core CPU shared with 4 other jobs: absolute figures are noisy and low. Both engines run "
@@ -193,6 +198,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     print("world model, batched ...", flush=True)
     results["world_model_batched"] = side_by_side(backends, prompts, greedy, batched=True)
     save()
+    print("world model, batched, sampled as in dreams (temperature 0.7, seeded) ...", flush=True)
+    sampled = SamplingParams(max_new_tokens=args.new_tokens, temperature=0.7, top_p=0.9, seed=0)
+    results["world_model_batched_sampled"] = side_by_side(backends, prompts, sampled, batched=True)
+    save()
     backends = {name: make_backend(f"{name}:{args.policy}") for name in ENGINES}
     rollout = SamplingParams(max_new_tokens=args.policy_tokens, temperature=0.7, top_p=0.9, seed=0)
     prompts = policy_prompts(backends["transformers"].tokenizer, states)
@@ -221,8 +230,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    sections = [key for key in ("world_model_single", "world_model_batched", "policy_single", "policy_batched")
-                if key in results]  # fmt: skip
+    sections = [key for key in SECTIONS if key in results]
     figure, axis = plt.subplots(figsize=(7, 3.6))
     width = 0.38
     for offset, name in ((-width / 2, "transformers"), (width / 2, "ct2")):
@@ -243,7 +251,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
 
 def print_summary(results: dict[str, Any]) -> None:
     print("\nsection                 transformers tok/s   ct2 tok/s   ratio")
-    for key in ("world_model_single", "world_model_batched", "policy_single", "policy_batched"):
+    for key in SECTIONS:
         if key in results:
             row = results[key]
             before, after = row["transformers"]["tokens_per_second"], row["ct2"]["tokens_per_second"]

@@ -189,6 +189,25 @@ def test_shipped_names_default_to_the_engine_and_fall_back(monkeypatch):
         parse_backend_spec("ct2:")
 
 
+def test_conversion_cache_keys_follow_the_model_files(tmp_path):
+    import shutil
+
+    from dynaweb_env.models import SHIPPED_ADAPTERS, cache_dir, engine_model_dir
+
+    assert engine_model_dir("tiny-random") == cache_dir() / "ct2" / "tiny-random-int8"
+    assert engine_model_dir("tiny-random", "float32").name == "tiny-random-float32"
+    shipped = engine_model_dir("smollm2-135m-wm").name
+    assert shipped.startswith("smollm2-135m-wm-") and shipped.endswith("-int8")
+    # A copy of the shipped adapter elsewhere is the same content: the same fingerprint.
+    copy = tmp_path / "wm"
+    shutil.copytree(SHIPPED_ADAPTERS["smollm2-135m-wm"].path, copy)
+    assert engine_model_dir(copy).name.split("-")[-2] == shipped.split("-")[-2]
+    (copy / "adapter_config.json").write_text((copy / "adapter_config.json").read_text() + " ")
+    assert engine_model_dir(copy).name.split("-")[-2] != shipped.split("-")[-2]  # retrained: converted again
+    with pytest.raises(ValueError, match="local"):
+        engine_model_dir("org/hub-model")
+
+
 def test_missing_engine_gives_a_clear_import_error(monkeypatch):
     import sys
 

@@ -254,7 +254,8 @@ class CT2Backend:
 
         self.max_batch_size = max_batch_size
         self.device = device or "cpu"
-        self.threads = threads or len(os.sched_getaffinity(0))
+        affinity = getattr(os, "sched_getaffinity", None)  # Linux: the CPUs this process may use
+        self.threads = threads or (len(affinity(0)) if affinity else os.cpu_count() or 1)
         self.model_name = model_name or f"ct2:{os.fspath(model)}"
         reference = os.fspath(model)
         directory = Path(reference).expanduser()
