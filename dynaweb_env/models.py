@@ -42,7 +42,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
-import hashlib
 import importlib.util
 import json
 import os
@@ -393,10 +392,10 @@ def prepare_model(name: str, *, force: bool = False, verbose: bool = False) -> P
         _upgrade_tokenizer(target)
         return target
     marker = {"name": name, "description": EMBEDDED_MODELS[name].description}
-    return _build_into_cache(target, EMBEDDED_MODELS[name].build, marker, force=force, verbose=verbose)
+    return build_into_cache(target, EMBEDDED_MODELS[name].build, marker, force=force, verbose=verbose)
 
 
-def _build_into_cache(
+def build_into_cache(
     target: Path, build: Callable[[Path], None], marker: dict[str, Any], *, force: bool, verbose: bool
 ) -> Path:
     """Run ``build`` into a staging directory beside ``target`` and rename it into place when complete.
@@ -426,96 +425,6 @@ def _build_into_cache(
         if verbose:
             print(f"prepared {name} in {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
     return target
-
-
-#: Subdirectory of the cache holding models converted for the inference engine (CTranslate2).
-ENGINE_CACHE_DIR = "ct2"
-
-
-def _fingerprint(directory: Path) -> str:
-    """A short hash of a directory's files, so that a retrained or re-shipped model gets a new entry.
-
-    Files up to 64 MB (configs, adapters) are hashed by content, so a fresh checkout of the same shipped
-    adapter finds its conversion; larger ones (full checkpoints) by size and modification time.
-    """
-    digest = hashlib.sha256()
-    for path in sorted(directory.iterdir()):
-        if not path.is_file():
-            continue
-        stat = path.stat()
-        digest.update(f"{path.name}:{stat.st_size};".encode())
-        if stat.st_size <= 64 * 2**20:
-            digest.update(path.read_bytes())
-        else:
-            digest.update(f"{directory.resolve()}:{stat.st_mtime_ns};".encode())
-    return digest.hexdigest()[:12]
-
-
-def engine_model_dir(reference: str | os.PathLike[str], quantization: str = "int8") -> Path:
-    """Where the engine conversion of a model reference lives in the cache (prepared or not).
-
-    Embedded names map to ``ct2/<name>-<quantization>``; shipped adapters and local directories add a
-    fingerprint of their files, so re-shipping or retraining converts again.
-
-    Raises:
-        ValueError: If the reference is neither an embedded name, a shipped adapter nor a local directory.
-    """
-    text = os.fspath(reference).strip()
-    path = resolve_model(text)
-    if not isinstance(path, Path):
-        raise ValueError(f"the engine converts local models only; {text!r} is not one (no model hub is assumed)")
-    if text in EMBEDDED_MODELS:
-        key = f"{text}-{quantization}"
-    else:
-        key = f"{text if text in SHIPPED_ADAPTERS else path.name}-{_fingerprint(path)}-{quantization}"
-    return cache_dir() / ENGINE_CACHE_DIR / key
-
-
-def prepare_engine_model(
-    reference: str | os.PathLike[str], quantization: str = "int8", *, force: bool = False, verbose: bool = False
-) -> Path:
-    """Convert a model for CTranslate2 into the cache once, and return the converted directory.
-
-    Args:
-        reference: An embedded name, a shipped adapter name, or a local checkpoint or adapter directory.
-            A LoRA adapter is merged into its base model (:func:`adapter_base`) before conversion.
-        quantization: CTranslate2 weight type (``int8``, ``float32``, ...).
-        force: Convert again even if the entry exists.
-        verbose: Print what is being done to stderr.
-
-    Raises:
-        ValueError: If the reference names no local model.
-        ImportError: If CTranslate2 is not installed.
-    """
-    target = engine_model_dir(reference, quantization)
-    if (target / MARKER_FILE).is_file() and not force:
-        return target
-    text = os.fspath(reference).strip()
-
-    def build(staging: Path) -> None:
-        from .llm.ct2_backend import convert_model
-
-        model, tokenizer = load_merged_model(text)
-        convert_model(model, tokenizer, staging, quantization=quantization, source=text, consume=True)
-
-    marker = {"name": target.name, "description": f"{text} converted for CTranslate2 ({quantization})"}
-    return _build_into_cache(target, build, marker, force=force, verbose=verbose)
-
-
-def load_merged_model(reference: str | os.PathLike[str]) -> tuple[Any, Any]:
-    """Load a model reference in float32 on the CPU, a LoRA adapter merged into its base, with its tokenizer."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from .llm.transformers_backend import load_merged_adapter
-
-    path = resolve_model(reference)
-    base = adapter_base(path) if isinstance(path, Path) else None
-    if base is None:
-        return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32), AutoTokenizer.from_pretrained(path)
-    model = load_merged_adapter(path, resolve_model(base), torch.float32)
-    has_tokenizer = (path / "tokenizer_config.json").is_file()
-    return model, AutoTokenizer.from_pretrained(path if has_tokenizer else resolve_model(base))
 
 
 def resolve_model(name_or_path: str | os.PathLike[str]) -> Path | str:
@@ -574,6 +483,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{args.name}: {ship_adapter(args.source, args.name)}")
         return 0
     if args.command == "engine":
+        from .llm.ct2_convert import prepare_engine_model
+
         for reference in args.references or list(SHIPPED_ADAPTERS):
             path = prepare_engine_model(reference, args.quantization, force=args.force, verbose=True)
             print(f"{reference}: {path}")

@@ -8,7 +8,7 @@ plugs the CPU engine into exactly those hooks:
 
 - :class:`EngineWeightSync` stands in for ``trainer.vllm_generation``: its ``sync_weights`` merges the
   LoRA adapter into the live model (``merge_adapter`` / ``unmerge_adapter``, as TRL's vLLM sync does),
-  converts it in memory (:func:`~dynaweb_env.llm.ct2_backend.convert_model`, int8) and reloads the
+  converts it in memory (:func:`~dynaweb_env.llm.ct2_convert.convert_model`, int8) and reloads the
   engine. Each sync's seconds are logged as ``engine/sync_seconds``.
 - The policy is converted with the rollout temperature folded into its output layer, so the engine's
   log-probs are ``log_softmax(logits / T)`` of the sampled tokens: the quantity TRL recomputes as
@@ -30,7 +30,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from dynaweb_env.llm.ct2_backend import CT2Backend, convert_model
+from dynaweb_env.llm.ct2_backend import CT2Backend
+from dynaweb_env.llm.ct2_convert import convert_model
 
 
 @contextlib.contextmanager

@@ -11,7 +11,14 @@ import math
 import pytest
 import torch
 
-from dynaweb_env.llm import GenerationBackend, SamplingParams, default_engine, make_backend, parse_backend_spec
+from dynaweb_env.llm import (
+    GenerationBackend,
+    SamplingParams,
+    ct2_convert,
+    default_engine,
+    make_backend,
+    parse_backend_spec,
+)
 from dynaweb_env.llm import ct2_backend as engine_module
 from dynaweb_env.llm.ct2_backend import plan_groups
 
@@ -69,10 +76,10 @@ def test_greedy_tokens_and_logprobs_match_the_transformers_reference(engine, ref
 def test_sampling_logprobs_at_the_converted_temperature_match_the_reference(reference, tmp_path):
     # The trainer converts its policy with the rollout temperature folded into the output layer.
     hot = make_backend("ct2:tiny-random", quantization="float32", cache=False)
-    from dynaweb_env.models import load_merged_model
+    from dynaweb_env.llm.ct2_convert import load_merged_model
 
     model, tokenizer = load_merged_model("tiny-random")
-    directory = engine_module.convert_model(
+    directory = ct2_convert.convert_model(
         model, tokenizer, tmp_path / "t07", quantization="float32", logits_temperature=0.7
     )
     hot.reload(directory)
@@ -177,7 +184,7 @@ def test_shipped_names_default_to_the_engine_and_fall_back(monkeypatch):
     assert parse_backend_spec("transformers:smollm2-135m-wm")["backend"] == "transformers"
     assert parse_backend_spec("ct2:tiny-random") == {"backend": "ct2", "model": "tiny-random"}
     assert parse_backend_spec("tiny-random")["backend"] == "transformers"  # not frozen: stays the reference
-    monkeypatch.setattr(engine_module, "engine_available", lambda: False)
+    monkeypatch.setattr(ct2_convert, "engine_available", lambda: False)
     assert default_engine() == "transformers"
     assert parse_backend_spec("smollm2-135m-judge")["backend"] == "transformers"
     monkeypatch.setenv("DYNAWEB_ENGINE", "transformers")
@@ -192,7 +199,8 @@ def test_shipped_names_default_to_the_engine_and_fall_back(monkeypatch):
 def test_conversion_cache_keys_follow_the_model_files(tmp_path):
     import shutil
 
-    from dynaweb_env.models import SHIPPED_ADAPTERS, cache_dir, engine_model_dir
+    from dynaweb_env.llm.ct2_convert import engine_model_dir
+    from dynaweb_env.models import SHIPPED_ADAPTERS, cache_dir
 
     assert engine_model_dir("tiny-random") == cache_dir() / "ct2" / "tiny-random-int8"
     assert engine_model_dir("tiny-random", "float32").name == "tiny-random-float32"

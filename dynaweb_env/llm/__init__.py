@@ -152,7 +152,7 @@ def default_engine() -> str:
         raise ValueError(f"{ENGINE_ENV_VAR} must be auto, ct2 or transformers, got {choice!r}")
     if choice != "auto":
         return choice
-    from .ct2_backend import engine_available
+    from .ct2_convert import engine_available
 
     return "ct2" if engine_available() else "transformers"
 

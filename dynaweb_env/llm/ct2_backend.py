@@ -3,8 +3,8 @@
 CTranslate2 runs a converted, int8-quantized copy of a transformers checkpoint: no per-token Python
 overhead and int8 GEMMs, so the world model, the judge and policy rollouts generate several times
 faster than with :class:`~dynaweb_env.llm.transformers_backend.TransformersBackend` on a CPU
-(``benchmarks/engine_throughput.py``). :func:`convert_model` converts a loaded model;
-:func:`dynaweb_env.models.prepare_engine_model` converts a named or local model once into the cache.
+(``benchmarks/engine_throughput.py``). :func:`~dynaweb_env.llm.ct2_convert.convert_model` converts a loaded model;
+:func:`dynaweb_env.llm.ct2_convert.prepare_engine_model` converts a named or local model once into the cache.
 
 ctranslate2 is imported only when a backend is built or a model converted, so the rest of the project
 runs without it.
@@ -15,146 +15,30 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from .base import Conversation, Generation, GenerationError, SamplingParams
+from .ct2_convert import (
+    DEFAULT_QUANTIZATION,
+    ENGINE_INFO_FILE,
+    import_ctranslate2,
+    is_engine_dir,
+    prepare_engine_model,
+)
 from .transformers_backend import sequence_seeds, shared_prefix_length, stop_text, validate_conversation
 
-#: Weight quantization of converted models: int8 weights, float32 activations on a CPU.
-DEFAULT_QUANTIZATION = "int8"
 DEFAULT_MAX_BATCH_SIZE = 16
 #: Fewest leading tokens a batch's prompts must share before they become the engine's static prompt.
 MIN_STATIC_PROMPT = 16
 #: Most distinct static prompts whose state the engine keeps between calls (each ~46 KB per token for a
 #: 135M model): CTranslate2 never evicts a cached prompt state, so only prompts already seen are cached.
 MAX_CACHED_PROMPTS = 4
-#: Written into every converted directory: what it was converted from and how.
-ENGINE_INFO_FILE = "dynaweb_engine.json"
 # CTranslate2 keeps one random generator per worker thread, seeded from the global seed when the thread
 # first samples; a seeded call therefore runs on a fresh engine (new worker thread) under this lock.
 _SEED_LOCK = threading.Lock()
-
-
-def _import_ctranslate2() -> Any:
-    try:
-        import ctranslate2
-    except ImportError as error:
-        raise ImportError(
-            "the ct2 backend needs CTranslate2: `pip install 'dynaweb[engine]'` (or `pip install ctranslate2`), "
-            "or use a transformers spec such as 'transformers:smollm2-135m-wm'"
-        ) from error
-    return ctranslate2
-
-
-def engine_available() -> bool:
-    """Whether CTranslate2 can be imported (without importing it)."""
-    import importlib.util
-
-    return importlib.util.find_spec("ctranslate2") is not None
-
-
-def is_engine_dir(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` holds a converted CTranslate2 model (``model.bin`` and a vocabulary)."""
-    path = Path(path)
-    return (path / "model.bin").is_file() and any(
-        (path / name).is_file() for name in ("vocabulary.json", "vocabulary.txt")
-    )
-
-
-@contextlib.contextmanager
-def _no_per_layer_gc() -> Iterator[None]:
-    # The transformers converter calls gc.collect() after every layer to bound the peak memory of huge
-    # models; for a 135M model that is ~95% of the conversion time (12 s of 13 s measured), and more in a
-    # trainer's large heap. The model here is small and already in memory, so the collections are skipped.
-    from ctranslate2.converters import transformers as converter_module
-
-    class _NoCollect:
-        def __getattr__(self, name: str) -> Any:
-            import gc
-
-            return getattr(gc, name)
-
-        @staticmethod
-        def collect(*args: Any) -> int:
-            return 0
-
-    saved = converter_module.gc
-    converter_module.gc = _NoCollect()
-    try:
-        yield
-    finally:
-        converter_module.gc = saved
-
-
-def convert_model(
-    model: Any,
-    tokenizer: Any,
-    target: str | os.PathLike[str],
-    *,
-    quantization: str = DEFAULT_QUANTIZATION,
-    logits_temperature: float = 1.0,
-    source: str = "",
-    consume: bool = False,
-) -> Path:
-    """Convert a loaded transformers causal LM (LoRA adapters already merged) into a CTranslate2 directory.
-
-    Uses CTranslate2's own ``TransformersConverter`` on the in-memory model, so nothing is reloaded from
-    disk. The tokenizer is saved beside the converted weights (the backend needs its chat template).
-
-    Args:
-        model: A ``PreTrainedModel`` on the CPU, not peft-wrapped (merge adapters first).
-        tokenizer: Its tokenizer.
-        target: Directory to write (created; existing files are overwritten).
-        quantization: CTranslate2 weight type: ``int8`` (default), ``int8_float32``, ``float32``, ...
-        logits_temperature: Divide the output layer by this, so that the engine's log-probabilities at
-            sampling temperature 1 are ``log_softmax(logits / logits_temperature)``: the sampling
-            distribution of a policy sampled at that temperature (see :class:`CT2Backend`).
-        source: What the model is, recorded in :data:`ENGINE_INFO_FILE`.
-        consume: Let the converter take ``model`` apart (it deletes each layer once converted, to bound
-            memory); otherwise it converts a copy and ``model`` stays usable (a trainer's live policy).
-
-    Returns:
-        ``target`` as a path.
-    """
-    ctranslate2 = _import_ctranslate2()
-    if logits_temperature <= 0:
-        raise ValueError(f"logits_temperature must be > 0, got {logits_temperature}")
-    target = Path(target)
-    if not consume:
-        import copy
-
-        model = copy.deepcopy(model)
-    with tempfile.TemporaryDirectory(prefix="dynaweb-ct2-config-") as config_dir:
-        # The converter reads the config from a path and the model through load_model: hand it ours.
-        model.config.save_pretrained(config_dir)
-
-        class InMemoryConverter(ctranslate2.converters.TransformersConverter):
-            def load_model(self, model_class, model_name_or_path, **kwargs):
-                return model
-
-            def load_tokenizer(self, tokenizer_class, model_name_or_path, **kwargs):
-                return tokenizer
-
-        with _no_per_layer_gc():
-            spec = InMemoryConverter(config_dir)._load()
-    if logits_temperature != 1.0:
-        projection = spec.decoder.projection
-        # A new array: with tied embeddings the projection shares the embedding's tensor.
-        projection.weight = projection.weight / logits_temperature
-    spec.validate()
-    spec.optimize(quantization=quantization)
-    target.mkdir(parents=True, exist_ok=True)
-    spec.save(str(target))
-    tokenizer.save_pretrained(target)
-    if getattr(model, "generation_config", None) is not None:
-        model.generation_config.save_pretrained(target)  # its end-of-sequence ids
-    info = {"source": source, "quantization": quantization, "logits_temperature": logits_temperature}
-    (target / ENGINE_INFO_FILE).write_text(json.dumps(info, indent=2) + "\n")
-    return target
 
 
 def plan_groups(
@@ -197,7 +81,7 @@ def plan_groups(
 class CT2Backend:
     """A :class:`~dynaweb_env.llm.base.GenerationBackend` over a CTranslate2 ``Generator`` (CPU or CUDA).
 
-    The model is converted once (:func:`dynaweb_env.models.prepare_engine_model`: LoRA adapters merged
+    The model is converted once (:func:`dynaweb_env.llm.ct2_convert.prepare_engine_model`: LoRA adapters merged
     into their base, int8 weights) and cached. Prompts are tokenized with the model's own tokenizer and
     chat template, so ``prompt_ids`` are what the engine saw, as with
     :class:`~dynaweb_env.llm.transformers_backend.TransformersBackend`, whose conventions it follows:
@@ -247,11 +131,9 @@ class CT2Backend:
         threads: int | None = None,
         model_name: str | None = None,
     ) -> None:
-        self._ct2 = _import_ctranslate2()
+        self._ct2 = import_ctranslate2()
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
-        from ..models import prepare_engine_model
-
         self.max_batch_size = max_batch_size
         self.device = device or "cpu"
         affinity = getattr(os, "sched_getaffinity", None)  # Linux: the CPUs this process may use
@@ -443,4 +325,4 @@ class CT2Backend:
         return generations
 
 
-__all__ = ["CT2Backend", "convert_model", "engine_available", "is_engine_dir", "plan_groups"]
+__all__ = ["CT2Backend", "plan_groups"]
