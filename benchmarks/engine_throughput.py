@@ -163,32 +163,8 @@ def commands_before_after(demo: bool, gspo_step: bool, timeout: int) -> dict[str
     return results
 
 
-def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--world-model", default="smollm2-135m-wm", help="shipped or local world model")
-    parser.add_argument("--policy", default="smollm2-135m", help="policy model")
-    parser.add_argument("--prompts", type=int, default=8, help="prompts per measurement")
-    parser.add_argument("--single", type=int, default=4, help="of which measured one at a time")
-    parser.add_argument("--new-tokens", type=int, default=96, help="new tokens per world-model prompt")
-    parser.add_argument("--policy-tokens", type=int, default=64, help="new tokens per policy turn")
-    parser.add_argument("--skip-dream", action="store_true", help="skip the 8-dream vector step")
-    parser.add_argument("--demo", action="store_true", help="also time `dynaweb-dream --policy expert`")
-    parser.add_argument("--gspo-step", action="store_true", help="also time one dynaweb-train dream update")
-    parser.add_argument("--timeout", type=int, default=3600, help="seconds allowed per timed command")
-    parser.add_argument("--output", type=Path, default=RESULTS)
-    args = parser.parse_args(argv)
-    results: dict[str, Any] = {
-        "command": shlex.join(["python", sys.argv[0], *(argv if argv is not None else sys.argv[1:])]),
-        "note": NOTE,
-        "machine": {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count()},
-        "engine": "CTranslate2 int8 (dynaweb_env.llm.ct2_backend.CT2Backend)",
-    }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-
-    def save() -> None:  # after every section, so a long run interrupted late keeps what it measured
-        args.output.write_text(json.dumps(results, indent=2) + "\n")
-
-    states, actions = dream_start_states(args.prompts)
+def generation_sections(args: argparse.Namespace, states, actions, results: dict, save) -> None:
+    """World-model and policy tokens/s, single stream and batched, both engines interleaved."""
     greedy = SamplingParams(max_new_tokens=args.new_tokens, temperature=0.0)
     backends = {name: make_backend(f"{name}:{args.world_model}") for name in ENGINES}
     prompts = world_model_prompts(states, actions)
@@ -212,6 +188,40 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     results["policy_batched"] = side_by_side(backends, prompts, rollout, batched=True)
     save()
     del backends
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--world-model", default="smollm2-135m-wm", help="shipped or local world model")
+    parser.add_argument("--policy", default="smollm2-135m", help="policy model")
+    parser.add_argument("--prompts", type=int, default=8, help="prompts per measurement")
+    parser.add_argument("--single", type=int, default=4, help="of which measured one at a time")
+    parser.add_argument("--new-tokens", type=int, default=96, help="new tokens per world-model prompt")
+    parser.add_argument("--policy-tokens", type=int, default=64, help="new tokens per policy turn")
+    parser.add_argument("--skip-dream", action="store_true", help="skip the 8-dream vector step")
+    parser.add_argument("--skip-generate", action="store_true", help="skip the tokens/s sections")
+    parser.add_argument("--update", action="store_true", help="add to --output's results instead of replacing them")
+    parser.add_argument("--demo", action="store_true", help="also time `dynaweb-dream --policy expert`")
+    parser.add_argument("--gspo-step", action="store_true", help="also time one dynaweb-train dream update")
+    parser.add_argument("--timeout", type=int, default=3600, help="seconds allowed per timed command")
+    parser.add_argument("--output", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    command = shlex.join(["python", sys.argv[0], *(argv if argv is not None else sys.argv[1:])])
+    results: dict[str, Any] = json.loads(args.output.read_text()) if args.update and args.output.is_file() else {}
+    results.update({
+        "commands": [*results.get("commands", []), command],
+        "note": NOTE,
+        "machine": {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count()},
+        "engine": "CTranslate2 int8 (dynaweb_env.llm.ct2_backend.CT2Backend)",
+    })  # fmt: skip
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+
+    def save() -> None:  # after every section, so a long run interrupted late keeps what it measured
+        args.output.write_text(json.dumps(results, indent=2) + "\n")
+
+    states, actions = dream_start_states(args.prompts)
+    if not args.skip_generate:
+        generation_sections(args, states, actions, results, save)
     if not args.skip_dream:
         print("8 dreams, vector env vs one by one ...", flush=True)
         results["dream_vector_step"] = dream_step(args.world_model, states[:8], actions[:8])
