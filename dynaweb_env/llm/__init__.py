@@ -64,16 +64,7 @@ def parse_backend_spec(spec: str | dict[str, Any]) -> dict[str, Any]:
             neither an embedded model nor an existing local path.
     """
     if isinstance(spec, dict):
-        options = dict(spec)
-        kind = options.get("backend", "transformers")
-        if kind not in _BACKEND_KINDS:
-            raise ValueError(f"unknown backend {kind!r} in {spec!r}; expected one of {_BACKEND_KINDS}")
-        if not options.get("model"):
-            raise ValueError(f"backend spec {spec!r} needs a 'model'")
-        if kind == "openai" and not options.get("base_url"):
-            raise ValueError(f"openai backend spec {spec!r} needs a 'base_url'")
-        options["backend"] = kind
-        return options
+        return _dict_spec(spec)
     if not isinstance(spec, str):
         raise ValueError(f"a backend spec must be a string, a dict or a backend, got {type(spec).__name__}")
     text = spec.strip()
@@ -82,18 +73,10 @@ def parse_backend_spec(spec: str | dict[str, Any]) -> dict[str, Any]:
     prefix, colon, rest = text.partition(":")
     if colon and prefix == "openai":
         return _openai_spec(rest, spec)
-    if colon and prefix == "vllm":
+    if colon and prefix in _MODEL_PREFIXES:
         if not rest:
-            raise ValueError(f"vllm spec must look like 'vllm:<model>', got {spec!r}")
-        return {"backend": "vllm", "model": rest}
-    if colon and prefix == "ct2":
-        if not rest:
-            raise ValueError(f"ct2 spec must look like 'ct2:<model or directory>', got {spec!r}")
-        return {"backend": "ct2", "model": rest}
-    if colon and prefix == "hf":
-        if not rest:
-            raise ValueError(f"hf spec must look like 'hf:<id-or-path>', got {spec!r}")
-        return {"backend": "transformers", "model": rest}
+            raise ValueError(f"{prefix} spec must look like '{prefix}:<model>', got {spec!r}")
+        return {"backend": _MODEL_PREFIXES[prefix], "model": rest}
     if colon and prefix == "transformers":
         text = rest
     elif colon and prefix.isidentifier() and not Path(text).exists():
@@ -109,8 +92,26 @@ def parse_backend_spec(spec: str | dict[str, Any]) -> dict[str, Any]:
     raise ValueError(
         f"backend spec {spec!r} is neither an embedded model or shipped adapter "
         f"({', '.join([*EMBEDDED_MODELS, *SHIPPED_ADAPTERS])}) nor a local directory; "
-        "write 'hf:<id>' for a hub model, 'openai:<model>@<url>' or 'vllm:<model>'"
+        "write 'hf:<id>' for a hub model, 'ct2:<model>', 'openai:<model>@<url>' or 'vllm:<model>'"
     )
+
+
+#: Spec prefixes followed by a model reference -> backend kind.
+_MODEL_PREFIXES = {"vllm": "vllm", "ct2": "ct2", "hf": "transformers"}
+
+
+def _dict_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    """A dict spec checked (``ValueError`` naming what is missing), with its backend kind filled in."""
+    options = dict(spec)
+    kind = options.get("backend", "transformers")
+    if kind not in _BACKEND_KINDS:
+        raise ValueError(f"unknown backend {kind!r} in {spec!r}; expected one of {_BACKEND_KINDS}")
+    if not options.get("model"):
+        raise ValueError(f"backend spec {spec!r} needs a 'model'")
+    if kind == "openai" and not options.get("base_url"):
+        raise ValueError(f"openai backend spec {spec!r} needs a 'base_url'")
+    options["backend"] = kind
+    return options
 
 
 #: Query options of an ``openai:`` spec string -> (constructor argument, type).
