@@ -209,6 +209,6 @@ def test_shipped_adapters_are_small_and_load_onto_their_base(name):
     assert models.adapter_base(path) in models.EMBEDDED_MODELS
     assert sum(f.stat().st_size for f in path.iterdir()) < 10_000_000  # an adapter, not a model
     assert models.world_model_output_mode(name) == models.SHIPPED_ADAPTERS[name].output_mode
-    trained = make_backend(name, cache=False).model.state_dict()
+    trained = make_backend(f"transformers:{name}", cache=False).model.state_dict()  # the reference backend
     base = make_backend(models.adapter_base(path), cache=False).model.state_dict()
     assert any(not torch.equal(trained[key], base[key]) for key in base)  # the adapter changed the weights
