@@ -16,6 +16,8 @@ load, the ratios are what count. Saved to ``benchmarks/results/engine_throughput
 - ``dream_vector_step``: 8 dreams on the defaults (shipped world model), one step through
   ``DreamWebVectorEnv`` (one batched call) vs the same 8 through ``DreamWebEnv`` one by one, for each
   engine; ``batched_over_one_by_one`` is the time ratio (goal <= 0.35).
+- ``policy_weight_sync``: seconds of one ``--use-engine`` weight sync of the policy with a LoRA adapter
+  (merge, int8 conversion, engine reload), as the trainer runs it after every optimizer step.
 - ``--demo``: ``dynaweb-dream --policy expert`` (``make demo``'s first command) with ``DYNAWEB_ENGINE=transformers``
   vs the default (engine); ``--gspo-step``: one ``dynaweb-train --env dream --expert-frac 0.5`` update with the
   transformers world model, judge and policy rollouts vs the engine for all three (``--use-engine``).
@@ -132,6 +134,36 @@ def dream_step(world_model: str, states, actions) -> dict[str, Any]:
     return result
 
 
+def weight_sync_cost(policy: str, repeats: int) -> dict[str, Any]:
+    """Seconds of one ``--use-engine`` weight sync (merge the LoRA adapter, convert to int8, reload the engine).
+
+    Runs :class:`~dynaweb_trainer.engine_policy.EngineWeightSync` itself on the policy with the cpu-small
+    preset's LoRA adapter, standing in only the few trainer attributes it reads.
+    """
+    from types import SimpleNamespace
+
+    from peft import LoraConfig, get_peft_model
+
+    from dynaweb_trainer.engine_policy import EngineWeightSync
+    from dynaweb_trainer.trainer import load_policy
+
+    model, tokenizer = load_policy(policy)
+    model = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, target_modules="all-linear", task_type="CAUSAL_LM"))
+    trainer = SimpleNamespace(
+        accelerator=SimpleNamespace(unwrap_model=lambda module: module), model=model, processing_class=tokenizer,
+        args=SimpleNamespace(temperature=0.7, policy=policy), state=SimpleNamespace(global_step=0),
+    )  # fmt: skip
+    sync = EngineWeightSync(trainer)
+    try:
+        for _ in range(repeats):
+            sync.sync_weights()
+    finally:
+        sync.close()
+    seconds = [round(value, 2) for value in sync.sync_seconds]
+    return {"policy": policy, "lora_r": 8, "quantization": "int8", "seconds": seconds,
+            "mean_seconds": round(sum(seconds) / len(seconds), 2)}  # fmt: skip
+
+
 def timed_command(command: list[str], engine_env: str, timeout: int) -> dict[str, Any]:
     """Wall time of a command run with ``DYNAWEB_ENGINE=engine_env``."""
     env = {**os.environ, "DYNAWEB_ENGINE": engine_env, "TRL_EXPERIMENTAL_SILENCE": "1"}
@@ -203,6 +235,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--update", action="store_true", help="add to --output's results instead of replacing them")
     parser.add_argument("--demo", action="store_true", help="also time `dynaweb-dream --policy expert`")
     parser.add_argument("--gspo-step", action="store_true", help="also time one dynaweb-train dream update")
+    parser.add_argument("--sync", type=int, default=3, help="weight syncs to time (0: none)")
     parser.add_argument("--timeout", type=int, default=3600, help="seconds allowed per timed command")
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
@@ -225,6 +258,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if not args.skip_dream:
         print("8 dreams, vector env vs one by one ...", flush=True)
         results["dream_vector_step"] = dream_step(args.world_model, states[:8], actions[:8])
+        save()
+    if args.sync:
+        print("policy weight sync (--use-engine) ...", flush=True)
+        results["policy_weight_sync"] = weight_sync_cost(args.policy, args.sync)
         save()
     results.update(commands_before_after(args.demo, args.gspo_step, args.timeout))
     save()
@@ -266,6 +303,8 @@ def print_summary(results: dict[str, Any]) -> None:
             row = results[key]
             before, after = row["transformers"]["tokens_per_second"], row["ct2"]["tokens_per_second"]
             print(f"  {key:<22}{before:>12.2f}{after:>14.2f}{row['tokens_per_second_ratio']:>8.2f}x")
+    if "policy_weight_sync" in results:
+        print(f"  policy weight sync: {results['policy_weight_sync']['seconds']} s")
     if "dream_vector_step" in results:
         dream = results["dream_vector_step"]
         for name in ENGINES:
