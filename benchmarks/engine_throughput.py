@@ -200,9 +200,10 @@ def generation_sections(args: argparse.Namespace, states, actions, results: dict
     greedy = SamplingParams(max_new_tokens=args.new_tokens, temperature=0.0)
     backends = {name: make_backend(f"{name}:{args.world_model}") for name in ENGINES}
     prompts = world_model_prompts(states, actions)
-    print("world model, one prompt at a time ...", flush=True)
-    results["world_model_single"] = side_by_side(backends, prompts[: args.single], greedy, batched=False)
-    save()
+    if args.single:
+        print("world model, one prompt at a time ...", flush=True)
+        results["world_model_single"] = side_by_side(backends, prompts[: args.single], greedy, batched=False)
+        save()
     print("world model, batched ...", flush=True)
     results["world_model_batched"] = side_by_side(backends, prompts, greedy, batched=True)
     save()
@@ -213,9 +214,10 @@ def generation_sections(args: argparse.Namespace, states, actions, results: dict
     backends = {name: make_backend(f"{name}:{args.policy}") for name in ENGINES}
     rollout = SamplingParams(max_new_tokens=args.policy_tokens, temperature=0.7, top_p=0.9, seed=0)
     prompts = policy_prompts(backends["transformers"].tokenizer, states)
-    print("policy turns, one at a time ...", flush=True)
-    results["policy_single"] = side_by_side(backends, prompts[: args.single], rollout, batched=False)
-    save()
+    if args.single:
+        print("policy turns, one at a time ...", flush=True)
+        results["policy_single"] = side_by_side(backends, prompts[: args.single], rollout, batched=False)
+        save()
     print("policy turns, batched ...", flush=True)
     results["policy_batched"] = side_by_side(backends, prompts, rollout, batched=True)
     save()
@@ -227,7 +229,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--world-model", default="smollm2-135m-wm", help="shipped or local world model")
     parser.add_argument("--policy", default="smollm2-135m", help="policy model")
     parser.add_argument("--prompts", type=int, default=8, help="prompts per measurement")
-    parser.add_argument("--single", type=int, default=4, help="of which measured one at a time")
+    parser.add_argument("--single", type=int, default=4, help="of which measured one at a time (0: skip)")
     parser.add_argument("--new-tokens", type=int, default=96, help="new tokens per world-model prompt")
     parser.add_argument("--policy-tokens", type=int, default=64, help="new tokens per policy turn")
     parser.add_argument("--skip-dream", action="store_true", help="skip the 8-dream vector step")

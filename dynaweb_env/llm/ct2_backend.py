@@ -42,16 +42,22 @@ _SEED_LOCK = threading.Lock()
 
 
 def plan_groups(
-    lengths: Sequence[int], max_new_tokens: int, max_batch_size: int, decode_step_cost: float = 3.0
+    lengths: Sequence[int],
+    max_new_tokens: int,
+    max_batch_size: int,
+    decode_step_cost: float = 33.0,
+    row_step_cost: float = 0.55,
 ) -> list[list[int]]:
     """Split a batch of prompts into engine calls, in prompt-length order, by a cost model.
 
     CTranslate2 prefills the prompts of one call only up to the shortest one and feeds every longer
-    prompt's remaining tokens one decoding step at a time, for the whole call. So a call's cost is about
-    ``rows * shortest`` prefill tokens plus ``(spread + new tokens)`` batched decoding steps; a batched
-    step costs ``decode_step_cost`` prefill tokens of one row (3 measured on the 2-core CPU, ~18 ms vs
-    ~6 ms) and grows by 10% per extra row. Contiguous groups of the length-sorted prompts are chosen by
-    dynamic programming to minimise the summed cost.
+    prompt's remaining tokens one decoding step at a time, for the whole call. So a call costs about
+    ``rows * shortest`` prefill tokens plus ``spread + new tokens`` batched decoding steps. On ~1,000-token
+    prompts with 96 new tokens, the measurement in DESIGN.md (7.37 tok/s single stream, 10.31 at batch 4,
+    prefill ~330 tok/s) puts one decoding step at ~100 ms, the time of ~33 prefill tokens
+    (``decode_step_cost``), growing by ~55% of that per extra row (``row_step_cost``). Contiguous groups
+    of the length-sorted prompts are chosen by dynamic programming to minimise the summed cost: equal
+    prompts (a GRPO group) decode together; prompts tens of tokens apart are cheaper one call each.
 
     Returns:
         Groups of indices into ``lengths``; each group holds at most ``max_batch_size`` prompts.
@@ -62,7 +68,7 @@ def plan_groups(
     def cost(first: int, last: int) -> float:  # group order[first:last]
         rows = last - first
         shortest, longest = lengths[order[first]], lengths[order[last - 1]]
-        return rows * shortest + (longest - shortest + steps) * decode_step_cost * (1 + 0.1 * (rows - 1))
+        return rows * shortest + (longest - shortest + steps) * decode_step_cost * (1 + row_step_cost * (rows - 1))
 
     best = [0.0] + [float("inf")] * len(order)
     cut = [0] * (len(order) + 1)
@@ -224,20 +230,26 @@ class CT2Backend:
                 self._ct2.set_random_seed(sequence_seeds(params.seed, 1, bits=31)[0])
                 generator = self._new_generator()
             results: list[Generation | None] = [None] * len(prompts)
-            groups = plan_groups([len(ids) for ids in prompts], params.max_new_tokens, self.max_batch_size)
+            shared = shared_prefix_length(prompts) if len(prompts) > 1 else 0
+            rests = [len(ids) - shared for ids in prompts]
+            groups = plan_groups(rests, params.max_new_tokens, self.max_batch_size)
+            # One prefix for the whole call: kept in the engine when several of its groups start from it.
+            static, keep = self._static_prompt(prompts, generator is self.generator, reused=len(groups) > 1)
             for group in groups:
-                outputs = self._decode(generator, [prompts[i] for i in group], params)
+                outputs = self._decode(generator, [prompts[i] for i in group], params, static, keep)
                 for index, generation in zip(group, outputs, strict=True):
                     results[index] = generation
         return results  # type: ignore[return-value]
 
-    def _static_prompt(self, prompts: list[list[int]], persistent: bool) -> tuple[list[int], bool]:
+    def _static_prompt(self, prompts: list[list[int]], persistent: bool, reused: bool) -> tuple[list[int], bool]:
         """The prefix of every prompt to prefill once for the call, and whether the engine keeps its state.
 
         A prefix whose state the engine already holds costs nothing to prefill, but the rows' rests then
         start there; a longer prefix shared by the whole call (a GRPO group) is prefilled once but may be
-        new. The cheaper of the two is taken. A prefix is kept from its second call on, and at most
-        :data:`MAX_CACHED_PROMPTS` are: the engine never evicts a kept state.
+        new. The cheaper of the two is taken. A new prefix is kept when several engine calls of this call
+        start from it (``reused``) or when it comes back in a later call, and at most
+        :data:`MAX_CACHED_PROMPTS` are: the engine never evicts a kept state. A fresh engine (a seeded
+        call) keeps what it computes, since its cache goes with it.
         """
         shared = shared_prefix_length(prompts) if len(prompts) > 1 else 0
         shared = shared if shared >= MIN_STATIC_PROMPT else 0
@@ -253,15 +265,18 @@ class CT2Backend:
         if not shared:
             return [], False
         prefix = tuple(prompts[0][:shared])
-        keep = persistent and prefix in self._recent_prompts and len(self._cached_prompts) < MAX_CACHED_PROMPTS
+        if not persistent:
+            return list(prefix), True
+        keep = (reused or prefix in self._recent_prompts) and len(self._cached_prompts) < MAX_CACHED_PROMPTS
         if keep:
             self._cached_prompts.append(prefix)
         else:
             self._recent_prompts = [prefix, *self._recent_prompts[:15]]
         return list(prefix), keep
 
-    def _decode(self, generator: Any, prompts: list[list[int]], params: SamplingParams) -> list[Generation]:
-        static, cache = self._static_prompt(prompts, persistent=generator is self.generator)
+    def _decode(
+        self, generator: Any, prompts: list[list[int]], params: SamplingParams, static: list[int], cache: bool
+    ) -> list[Generation]:
         rests = [len(ids) - len(static) for ids in prompts]
         if min(rests) == 1 and max(rests) > 1:
             # CTranslate2 prefills a call's prompts up to the shortest minus one token; when that is nothing,
@@ -271,8 +286,12 @@ class CT2Backend:
             else:
                 short = [row for row, ids in enumerate(prompts) if len(ids) == 1]
                 rest = [row for row in range(len(prompts)) if len(prompts[row]) > 1]
-                outputs = dict(zip(short, self._decode(generator, [prompts[r] for r in short], params), strict=True))
-                outputs.update(zip(rest, self._decode(generator, [prompts[r] for r in rest], params), strict=True))
+                outputs = dict(
+                    zip(short, self._decode(generator, [prompts[r] for r in short], params, [], False), strict=True)
+                )
+                outputs.update(
+                    zip(rest, self._decode(generator, [prompts[r] for r in rest], params, [], False), strict=True)
+                )
                 return [outputs[row] for row in range(len(prompts))]
         skip = len(static)
         start_tokens = [self.tokenizer.convert_ids_to_tokens(ids[skip:]) for ids in prompts]
