@@ -292,8 +292,10 @@ def plot(results: dict[str, Any], path: Path) -> None:
         bars = axis.bar([i + offset for i in range(len(sections))], values, width, label=name)
         axis.bar_label(bars, fmt="%.1f", fontsize=7)
     for i, key in enumerate(sections):
-        axis.annotate(f"{results[key]['tokens_per_second_ratio']:.1f}x", (i, 0), xytext=(0, -28),
+        top = max(results[key][name]["tokens_per_second"] for name in ENGINES)
+        axis.annotate(f"{results[key]['tokens_per_second_ratio']:.1f}x", (i, top), xytext=(0, 12),
                       textcoords="offset points", ha="center", fontsize=8, weight="bold")  # fmt: skip
+    axis.margins(y=0.15)
     axis.set_xticks(range(len(sections)), [key.replace("_", "\n") for key in sections], fontsize=8)
     axis.set_ylabel("generated tokens / s")
     axis.set_title("CTranslate2 int8 vs transformers, same prompts, interleaved (shared 2-core CPU)", fontsize=9)
