@@ -13,7 +13,8 @@ from dynaweb_env.llm import SamplingParams
 from dynaweb_trainer.config import GSPOConfig
 from dynaweb_trainer.engine_policy import merged_weights
 from dynaweb_trainer.identity_env import TASK_ID, make_click_button_vector_env
-from dynaweb_trainer.trainer import DynaWebTrainer, make_task_prompt
+from dynaweb_trainer.task_queries import make_task_prompt
+from dynaweb_trainer.trainer import DynaWebTrainer
 
 pytest.importorskip("ctranslate2", reason="needs the engine extra: pip install 'dynaweb[engine]'")
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
@@ -22,7 +23,7 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 def _trainer(tmp_path, **overrides) -> DynaWebTrainer:
     torch.manual_seed(0)
     values = dict(
-        output_dir=str(tmp_path / "run"), policy="tiny-random", use_lora=True, environment="real",
+        output_dir=str(tmp_path / "run"), policy="tiny-random", use_peft=True, environment="real",
         num_generations=2, per_device_train_batch_size=4, max_steps=2, temperature=0.7, learning_rate=5e-2,
         expert_frac=0.0, max_turn_tokens=6, max_completion_length=256, agent_max_steps=2, max_axtree_chars=0,
         report_to="none", gradient_checkpointing=False, save_strategy="no", disable_tqdm=True, seed=0,
