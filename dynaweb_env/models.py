@@ -219,13 +219,15 @@ EMBEDDED_MODELS: dict[str, EmbeddedModel] = {
 class ShippedAdapter:
     """A LoRA adapter inside the package: ``directory`` is relative to ``dynaweb_env/adapters``.
 
-    ``output_mode`` is the world-model output mode it was trained for (``None``: not a world model).
+    ``output_mode`` is the world-model output mode it was trained for (``None``: not a world model);
+    ``prompt_style`` the prompt style it was trained on (:data:`~dynaweb_env.world_model.prompts.PROMPT_STYLES`).
     """
 
     name: str
     directory: str
     description: str
     output_mode: str | None = None
+    prompt_style: str = "paper"
 
     @property
     def path(self) -> Path:
@@ -260,24 +262,37 @@ DEFAULT_WORLD_MODELS: dict[str, str] = {
 }
 #: File that makes a directory a (peft) adapter rather than a full checkpoint.
 ADAPTER_CONFIG_FILE = "adapter_config.json"
-#: Written by ``dynaweb-train-wm`` beside the world model it trains: ``{"output_mode": "tree" | "patch"}``.
+#: Written by ``dynaweb-train-wm`` beside the world model or judge it trains:
+#: ``{"output_mode": "tree" | "patch", "examples": ..., "prompt_style": "paper" | "compact"}``.
 WORLD_MODEL_INFO_FILE = "dynaweb_world_model.json"
+
+
+def _recorded(spec: Any, key: str) -> str | None:
+    """``key`` of a shipped adapter, or as recorded in a checkpoint directory's :data:`WORLD_MODEL_INFO_FILE`."""
+    if not isinstance(spec, (str, os.PathLike)):
+        return None
+    text = os.fspath(spec).strip()
+    if text in SHIPPED_ADAPTERS:
+        return getattr(SHIPPED_ADAPTERS[text], key)
+    info_file = Path(text).expanduser() / WORLD_MODEL_INFO_FILE
+    try:
+        value = json.loads(info_file.read_text()).get(key) if info_file.is_file() else None
+    except (OSError, json.JSONDecodeError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
 
 
 def world_model_output_mode(spec: Any) -> str | None:
     """The output mode a world model was trained for: a shipped adapter's, or the one recorded in a
     checkpoint directory by ``dynaweb-train-wm``; ``None`` when unknown (e.g. an untrained model)."""
-    if not isinstance(spec, (str, os.PathLike)):
-        return None
-    text = os.fspath(spec).strip()
-    if text in SHIPPED_ADAPTERS:
-        return SHIPPED_ADAPTERS[text].output_mode
-    info_file = Path(text).expanduser() / WORLD_MODEL_INFO_FILE
-    try:
-        mode = json.loads(info_file.read_text()).get("output_mode") if info_file.is_file() else None
-    except (OSError, json.JSONDecodeError, AttributeError):
-        return None
-    return mode if isinstance(mode, str) else None
+    return _recorded(spec, "output_mode")
+
+
+def model_prompt_style(spec: Any) -> str:
+    """The prompt style a world model or judge must be prompted in: the one it was trained on (a shipped
+    adapter's, or recorded by ``dynaweb-train-wm``), else ``"paper"`` (a prompted model learns the task from
+    the paper's prompt; runs trained before prompt styles existed were trained on it)."""
+    return _recorded(spec, "prompt_style") or "paper"
 
 
 def adapter_base(path: str | os.PathLike[str]) -> str | None:
@@ -340,8 +355,11 @@ def ship_adapter(source: str | os.PathLike[str], name: str) -> Path:
         if (source / file_name).is_file():
             shutil.copyfile(source / file_name, adapter.path / file_name)
     _save_half_precision(source / ADAPTER_WEIGHTS_FILE, adapter.path / ADAPTER_WEIGHTS_FILE)
-    if adapter.output_mode:
-        (adapter.path / WORLD_MODEL_INFO_FILE).write_text(json.dumps({"output_mode": adapter.output_mode}) + "\n")
+    trained_style = model_prompt_style(str(source))
+    if trained_style != adapter.prompt_style:
+        raise ValueError(f"{source} was trained on prompt_style={trained_style!r}, {name} is {adapter.prompt_style!r}")
+    info = {"output_mode": adapter.output_mode} if adapter.output_mode else {}
+    (adapter.path / WORLD_MODEL_INFO_FILE).write_text(json.dumps({**info, "prompt_style": adapter.prompt_style}) + "\n")
     return adapter.path
 
 

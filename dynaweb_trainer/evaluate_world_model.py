@@ -188,8 +188,11 @@ def evaluate_drift(
     return by_depth
 
 
-def evaluate_judge(backend: Any, trajectories: Sequence[Trajectory], max_new_tokens: int, seed: int):
-    judge = TrajectoryJudge(backend, SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens))
+def evaluate_judge(
+    backend: Any, trajectories: Sequence[Trajectory], max_new_tokens: int, seed: int, prompt_style: str = "paper"
+):
+    sampling = SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens)
+    judge = TrajectoryJudge(backend, sampling, prompt_style=prompt_style)
     cases = judge_cases(trajectories)
     verdicts = judge.judge([request for request, _, _ in cases], seed=seed)
     return [
@@ -295,9 +298,13 @@ def build_world_model(spec: str, output_mode: str, max_new_tokens: int, temperat
     if spec == COPY_MODEL:
         return _CopyWorldModel()
     from dynaweb_env.llm import make_backend
+    from dynaweb_env.models import model_prompt_style
 
     sampling = SamplingParams(temperature=temperature, top_p=0.9, max_new_tokens=max_new_tokens)
-    return WebWorldModel(make_backend(spec), sampling, max_axtree_chars=max_axtree_chars, output_mode=output_mode)
+    return WebWorldModel(
+        make_backend(spec), sampling, max_axtree_chars=max_axtree_chars, output_mode=output_mode,
+        prompt_style=model_prompt_style(spec),
+    )  # fmt: skip
 
 
 def evaluate_world_models(args: WorldModelEvalConfig, command: str) -> dict[str, Any]:
@@ -316,7 +323,9 @@ def evaluate_world_models(args: WorldModelEvalConfig, command: str) -> dict[str,
                 records = evaluate_one_step(world_model, trajectories, args.batch_size, args.seed, label)
                 drift = evaluate_drift(world_model, trajectories, args.max_depth, args.batch_size, args.seed, label)
             if args.judge and spec != COPY_MODEL and mode == modes[0]:
-                judged = evaluate_judge(world_model.backend, trajectories, args.judge_max_new_tokens, args.seed)
+                judged = evaluate_judge(
+                    world_model.backend, trajectories, args.judge_max_new_tokens, args.seed, world_model.prompt_style
+                )
             results[label] = {
                 "spec": spec,
                 "output_mode": mode,

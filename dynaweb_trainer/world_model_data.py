@@ -69,6 +69,7 @@ def world_model_example(
     include_reasoning: bool = True,
     label_missing: str = "diff",
     output_mode: str = "tree",
+    prompt_style: str = "paper",
 ) -> tuple[list[dict[str, str]], str] | None:
     """The ``(messages, target)`` of transition ``steps[index] -> steps[index + 1]``, or ``None`` to skip it.
 
@@ -95,7 +96,7 @@ def world_model_example(
         action=before.action,
         previous_action=previous,
         max_axtree_chars=max_axtree_chars,
-        system_prompt=OUTPUT_MODE_PROMPTS[output_mode](),
+        system_prompt=OUTPUT_MODE_PROMPTS[output_mode](prompt_style),
     )
     next_url = after.url if after.url.strip() != before.url.strip() else ""
     if output_mode == "patch":  # edits of the full current tree (the one WebWorldModel applies them to); Δ = edits
@@ -151,14 +152,17 @@ class WorldModelData:
 
 
 def judge_examples(
-    trajectories: Sequence[Trajectory], max_axtree_chars: int = DEFAULT_JUDGE_MAX_AXTREE_CHARS
+    trajectories: Sequence[Trajectory],
+    max_axtree_chars: int = DEFAULT_JUDGE_MAX_AXTREE_CHARS,
+    prompt_style: str = "paper",
 ) -> list[tuple[list[dict[str, str]], str, bool]]:
     """The judge's ``(messages, target, success)`` examples: every case of ``judge_cases(..., every_prefix=True)``
     in the prompt :class:`~dynaweb_env.world_model.TrajectoryJudge` sends, with the verdict of its real outcome."""
     examples = []
     for request, reward, _ in judge_cases(trajectories, every_prefix=True):
         success = reward >= 0.5
-        examples.append((build_judge_messages(request, max_axtree_chars), format_judge_target(success), success))
+        messages = build_judge_messages(request, max_axtree_chars, prompt_style)
+        examples.append((messages, format_judge_target(success, prompt_style), success))
     return examples
 
 
@@ -185,7 +189,9 @@ def build_world_model_dataset(
         rows.append(row)
 
     if config.examples in ("judge", "both"):
-        for messages, target, success in judge_examples(trajectories, config.judge_max_axtree_chars):
+        for messages, target, success in judge_examples(
+            trajectories, config.judge_max_axtree_chars, config.prompt_style
+        ):
             stats["judge_examples"] += 1
             stats["judge_successes"] += success
             add(tokenize_example(tokenizer, messages, target))
@@ -201,6 +207,7 @@ def build_world_model_dataset(
             include_reasoning=config.include_reasoning,
             label_missing=config.label_missing,
             output_mode=config.output_mode,
+            prompt_style=config.prompt_style,
         )
         if example is None:
             stats["skipped_unlabelled_or_no_action"] += 1

@@ -56,6 +56,7 @@ from dynaweb_env.data.schema import Trajectory
 from dynaweb_env.models import WORLD_MODEL_INFO_FILE, name_adapter_base
 from dynaweb_env.world_model.judge import DEFAULT_JUDGE_MAX_AXTREE_CHARS
 from dynaweb_env.world_model.model import DEFAULT_MAX_AXTREE_CHARS, OUTPUT_MODES
+from dynaweb_env.world_model.prompts import PROMPT_STYLES, check_prompt_style
 
 from .model_loading import checkpoint_step
 from .sft_base import (
@@ -120,6 +121,10 @@ class WorldModelSFTConfig(TrajectorySFTConfig):
             What to learn: `"world_model"` (every real transition), `"judge"` (the trajectory judge's verdicts on
             real trajectories with their real outcome: each as recorded, and every prefix of each success as a
             failure, `dynaweb_env.world_model.judge.judge_cases`) or `"both"` in one adapter.
+        prompt_style (`str`, *optional*, defaults to `"compact"`):
+            The prompts trained on: `"compact"` (the output format alone; a fraction of the tokens per example) or
+            `"paper"` (the paper's long system prompts, as the shipped adapters were trained). Recorded beside the
+            adapter, so `DreamWeb-v0` prompts the trained model the same way.
         judge_max_axtree_chars (`int`, *optional*, defaults to `4000`):
             Character budget of the final tree in judge examples: the judge's own prompt budget.
         max_axtree_chars (`int`, *optional*, defaults to `6000`):
@@ -169,6 +174,10 @@ class WorldModelSFTConfig(TrajectorySFTConfig):
         default="world_model",
         metadata={"help": "What to learn: 'world_model', 'judge' or 'both'.", "choices": list(EXAMPLES)},
     )
+    prompt_style: str = field(
+        default="compact",
+        metadata={"help": "Prompts trained on: 'compact' or 'paper' (the paper's).", "choices": list(PROMPT_STYLES)},
+    )
     judge_max_axtree_chars: int = field(
         default=DEFAULT_JUDGE_MAX_AXTREE_CHARS,
         metadata={"help": "Character budget of the final tree in judge examples (0: no limit)."},
@@ -192,6 +201,7 @@ class WorldModelSFTConfig(TrajectorySFTConfig):
             raise ValueError(f"loss_on must be one of {LOSS_ON}, got {self.loss_on!r}")
         if self.output_mode not in OUTPUT_MODES:
             raise ValueError(f"output_mode must be one of {sorted(OUTPUT_MODES)}, got {self.output_mode!r}")
+        check_prompt_style(self.prompt_style)
         if self.examples not in EXAMPLES:
             raise ValueError(f"examples must be one of {EXAMPLES}, got {self.examples!r}")
         if self.max_axtree_chars < 0 or self.judge_max_axtree_chars < 0:
@@ -261,8 +271,8 @@ def train_world_model(
     trainer.processing_class.save_pretrained(config.output_dir)
     if trainer.is_world_process_zero():
         name_adapter_base(config.output_dir, config.model_name_or_path)
-        # output_mode is read back by dynaweb_env.models.world_model_output_mode
-        info = {"output_mode": config.output_mode, "examples": config.examples}
+        # read back by dynaweb_env.models.world_model_output_mode and model_prompt_style
+        info = {"output_mode": config.output_mode, "examples": config.examples, "prompt_style": config.prompt_style}
         (Path(config.output_dir) / WORLD_MODEL_INFO_FILE).write_text(json.dumps(info) + "\n")
 
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
@@ -273,6 +283,7 @@ def train_world_model(
         "adapter": bool(config.use_peft),
         "loss_on": config.loss_on,
         "output_mode": config.output_mode,
+        "prompt_style": config.prompt_style,
         "examples": config.examples,
         "max_axtree_chars": config.max_axtree_chars,
         "max_length": config.max_length,

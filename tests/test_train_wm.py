@@ -148,20 +148,22 @@ def test_judge_cases_with_every_prefix_of_a_success():
     assert len(judge_cases([trajectory])) == 2  # without every_prefix: as recorded and cut before the last action
 
 
-@pytest.mark.parametrize("examples", ["judge", "both"])
-def test_judge_examples_are_the_judges_prompt_and_the_real_verdict(tokenizer, examples):
+@pytest.mark.parametrize(("examples", "prompt_style"), [("judge", "compact"), ("both", "paper")])
+def test_judge_examples_are_the_judges_prompt_and_the_real_verdict(tokenizer, examples, prompt_style):
     trajectories = [login_trajectory("a")]
-    config = WorldModelSFTConfig(output_dir="/tmp/unused", examples=examples, max_length=None)
+    config = WorldModelSFTConfig(
+        output_dir="/tmp/unused", examples=examples, max_length=None, prompt_style=prompt_style
+    )
     data = build_world_model_dataset(tokenizer, trajectories, config)
     assert data.stats["judge_examples"] == 3 and data.stats["judge_successes"] == 1
     assert data.stats["examples"] == 3 + (2 if examples == "both" else 0)
     for row, (request, reward, _) in zip(data.rows, judge_cases(trajectories, every_prefix=True), strict=False):
         prompt = tokenizer.apply_chat_template(
-            build_judge_messages(request), add_generation_prompt=True, tokenize=False
+            build_judge_messages(request, prompt_style=prompt_style), add_generation_prompt=True, tokenize=False
         )
         assert tokenizer.decode(row["input_ids"]).startswith(prompt)
         trained = tokenizer.decode([token for token in row["labels"] if token != IGNORE_INDEX])
-        assert trained == format_judge_target(reward == 1.0) + tokenizer.eos_token
+        assert trained == format_judge_target(reward == 1.0, prompt_style) + tokenizer.eos_token
 
 
 def test_config_validation(tmp_path):
@@ -226,7 +228,7 @@ def test_train_saves_a_loadable_adapter_and_resumes(tmp_path):
 
 def test_train_a_judge_adapter(tmp_path):
     from dynaweb_env.llm import make_backend
-    from dynaweb_env.models import WORLD_MODEL_INFO_FILE
+    from dynaweb_env.models import WORLD_MODEL_INFO_FILE, model_prompt_style
     from dynaweb_env.world_model import TrajectoryJudge
 
     data = tmp_path / "trajectories.jsonl"
@@ -238,8 +240,10 @@ def test_train_a_judge_adapter(tmp_path):
     )
     assert summary["examples"] == "judge" and summary["data"]["judge_examples"] == summary["data"]["examples"] == 6
     assert json.loads((out / WORLD_MODEL_INFO_FILE).read_text())["examples"] == "judge"
+    # Trained on compact prompts (the default) and recorded so: the dream env prompts it the same way.
+    assert summary["prompt_style"] == "compact" and model_prompt_style(out) == "compact"
     request = judge_cases([login_trajectory("x")])[0][0]
-    (verdict,) = TrajectoryJudge(make_backend(str(out), cache=False)).judge([request])
+    (verdict,) = TrajectoryJudge(make_backend(str(out), cache=False), prompt_style="compact").judge([request])
     assert verdict.raw  # the adapter loads and answers as a judge (a 1-step tiny model's verdict means nothing)
 
 

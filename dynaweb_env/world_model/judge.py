@@ -7,7 +7,14 @@ decides whether the task was accomplished. The prompt follows the structure of t
 ``VERDICT: FAILURE``; anything else earns reward 0 with the problem recorded in
 :attr:`JudgeVerdict.error`.
 
-All verdicts of a batch come from one backend call (:meth:`TrajectoryJudge.judge`).
+All verdicts of a batch come from one backend call (:meth:`TrajectoryJudge.judge`). With ``votes > 1``
+the judge samples that many verdicts per trajectory (in the same call) and *abstains* unless they all
+agree: self-consistency, so that a reward the judge is unsure of is withheld rather than guessed.
+
+Prompt styles (:data:`~dynaweb_env.world_model.prompts.PROMPT_STYLES`): ``"paper"`` is
+:data:`JUDGE_SYSTEM_PROMPT`, written in the paper's prompt structure for prompted models;
+``"compact"`` is :data:`COMPACT_JUDGE_SYSTEM_PROMPT` with the bare verdict line as the trained target,
+for judges trained with ``dynaweb-train-wm --examples judge --prompt_style compact``.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from ..actions import parse_action
 from ..data.schema import Trajectory
 from ..llm.base import Conversation, GenerationBackend, GenerationError, SamplingParams
 from ..observation import action_target, truncate_axtree
+from .prompts import check_prompt_style
 
 #: Default token budget of one verdict (reasoning plus the verdict line).
 DEFAULT_JUDGE_MAX_NEW_TOKENS = 256
@@ -57,6 +65,11 @@ REASONING: your step-by-step reasoning about whether the objective was accomplis
 VERDICT: SUCCESS or FAILURE
 
 The last line of your answer MUST be either `VERDICT: SUCCESS` or `VERDICT: FAILURE`."""
+
+#: The compact style's judge system prompt (for trained judges): the task and the output format.
+COMPACT_JUDGE_SYSTEM_PROMPT = """\
+Decide whether the web agent accomplished every part of the objective, judging by the final page and the \
+agent's answer. The last line of your answer must be `VERDICT: SUCCESS` or `VERDICT: FAILURE`."""
 
 # The verdict word must end its line, so an echo of the format line ("SUCCESS or FAILURE") never counts.
 _VERDICT = re.compile(r"VERDICT\s*\**\s*:[\s`*]*(SUCCESS|FAILURE)[ \t`*.!]*$", re.IGNORECASE | re.MULTILINE)
@@ -111,12 +124,16 @@ class JudgeVerdict:
         reasoning: The ``REASONING:`` text (the whole output if that header is missing).
         raw: The generated text as received.
         error: Why the verdict could not be read, ``None`` if it could.
+        votes: With self-consistency (``votes > 1``), every vote's reward in order; ``()`` otherwise.
+        abstained: The votes split, so the judge gives no verdict (``reward`` is then ``0.0``).
     """
 
     reward: float
     reasoning: str
     raw: str = ""
     error: str | None = None
+    votes: tuple[float, ...] = ()
+    abstained: bool = False
 
 
 def format_judge_input(request: JudgeRequest, max_axtree_chars: int = 0) -> str:
@@ -140,10 +157,15 @@ def format_judge_input(request: JudgeRequest, max_axtree_chars: int = 0) -> str:
     )
 
 
-def build_judge_messages(request: JudgeRequest, max_axtree_chars: int = 0) -> Conversation:
+def judge_system_prompt(prompt_style: str = "paper") -> str:
+    """The judge's system message in this style: :data:`JUDGE_SYSTEM_PROMPT` or :data:`COMPACT_JUDGE_SYSTEM_PROMPT`."""
+    return COMPACT_JUDGE_SYSTEM_PROMPT if check_prompt_style(prompt_style) == "compact" else JUDGE_SYSTEM_PROMPT
+
+
+def build_judge_messages(request: JudgeRequest, max_axtree_chars: int = 0, prompt_style: str = "paper") -> Conversation:
     """The chat conversation asking for a verdict on one trajectory."""
     return [
-        {"role": "system", "content": JUDGE_SYSTEM_PROMPT},
+        {"role": "system", "content": judge_system_prompt(prompt_style)},
         {"role": "user", "content": format_judge_input(request, max_axtree_chars)},
     ]
 
@@ -159,9 +181,14 @@ JUDGE_TARGETS = {
 }
 
 
-def format_judge_target(success: bool) -> str:
+#: What a judge trained on compact prompts writes: the verdict line alone (~5 tokens).
+COMPACT_JUDGE_TARGETS = {True: "VERDICT: SUCCESS", False: "VERDICT: FAILURE"}
+
+
+def format_judge_target(success: bool, prompt_style: str = "paper") -> str:
     """The output a trained judge learns for a trajectory with this outcome (it parses back to the same verdict)."""
-    return JUDGE_TARGETS[bool(success)]
+    targets = COMPACT_JUDGE_TARGETS if check_prompt_style(prompt_style) == "compact" else JUDGE_TARGETS
+    return targets[bool(success)]
 
 
 def judge_cases(
@@ -231,6 +258,12 @@ class TrajectoryJudge:
         sampling: Sampling parameters (default: greedy, :data:`DEFAULT_JUDGE_MAX_NEW_TOKENS` tokens):
             a judge should not flip its verdict from one call to the next.
         max_axtree_chars: Character budget of the final tree in the prompt (``0``: no limit).
+        prompt_style: ``"paper"`` (default, for prompted models) or ``"compact"`` (for a judge trained on
+            compact prompts; :func:`~dynaweb_env.models.model_prompt_style` says which a trained judge needs).
+        votes: Verdicts sampled per trajectory (self-consistency). ``1`` (default): one verdict with
+            ``sampling``. ``K > 1``: ``K`` verdicts at ``vote_temperature`` in the same backend call; the
+            judge abstains (:attr:`JudgeVerdict.abstained`, reward 0) unless all ``K`` agree.
+        vote_temperature: Sampling temperature of the votes (greedy votes would always agree).
     """
 
     def __init__(
@@ -238,17 +271,32 @@ class TrajectoryJudge:
         backend: GenerationBackend,
         sampling: SamplingParams | None = None,
         max_axtree_chars: int = DEFAULT_JUDGE_MAX_AXTREE_CHARS,
+        prompt_style: str = "paper",
+        votes: int = 1,
+        vote_temperature: float = 0.7,
     ):
         if not callable(getattr(backend, "generate", None)):
             raise ValueError(f"backend must implement GenerationBackend.generate, got {type(backend).__name__}")
         if max_axtree_chars < 0:
             raise ValueError(f"max_axtree_chars must be >= 0, got {max_axtree_chars}")
+        if isinstance(votes, bool) or not isinstance(votes, int) or votes < 1:
+            raise ValueError(f"votes must be a positive integer, got {votes!r}")
+        if votes > 1 and not vote_temperature > 0:
+            raise ValueError(
+                f"vote_temperature must be > 0 when votes > 1 (greedy votes agree), got {vote_temperature}"
+            )
         self.backend = backend
         self.sampling = sampling or SamplingParams(temperature=0.0, max_new_tokens=DEFAULT_JUDGE_MAX_NEW_TOKENS)
         self.max_axtree_chars = max_axtree_chars
+        self.prompt_style = check_prompt_style(prompt_style)
+        self.votes = votes
+        self.vote_temperature = vote_temperature
 
     def judge(self, requests: Sequence[JudgeRequest], seed: int | None = None) -> list[JudgeVerdict]:
         """Judge every trajectory with one batched backend call (none for an empty batch).
+
+        With ``votes > 1`` each trajectory's verdict is the unanimous vote of its ``votes`` samples, or an
+        abstention (:attr:`JudgeVerdict.abstained`) when they split.
 
         Raises:
             GenerationError: If the backend fails or returns a wrong number of generations.
@@ -256,32 +304,58 @@ class TrajectoryJudge:
         if not requests:
             return []
         params = dataclasses.replace(self.sampling, seed=seed)
-        conversations = [build_judge_messages(request, self.max_axtree_chars) for request in requests]
+        if self.votes > 1:
+            params = dataclasses.replace(params, temperature=self.vote_temperature)
+        conversations = [
+            build_judge_messages(request, self.max_axtree_chars, self.prompt_style)
+            for request in requests
+            for _ in range(self.votes)
+        ]
         generations = self.backend.generate(conversations, params)
-        if len(generations) != len(requests):
-            raise GenerationError(f"backend returned {len(generations)} generations for {len(requests)} prompts")
+        if len(generations) != len(conversations):
+            raise GenerationError(f"backend returned {len(generations)} generations for {len(conversations)} prompts")
         verdicts = []
         for generation in generations:
             verdict = parse_judge_output(generation.text)
             if verdict.error and generation.finish_reason == "length":
                 verdict = dataclasses.replace(verdict, error=verdict.error + " (generation hit the token limit)")
             verdicts.append(verdict)
-        return verdicts
+        if self.votes == 1:
+            return verdicts
+        return [tally_votes(verdicts[i : i + self.votes]) for i in range(0, len(verdicts), self.votes)]
 
     def __repr__(self) -> str:
-        return f"TrajectoryJudge({getattr(self.backend, 'model_name', type(self.backend).__name__)!r})"
+        name = getattr(self.backend, "model_name", type(self.backend).__name__)
+        return f"TrajectoryJudge({name!r}, prompt_style={self.prompt_style!r}, votes={self.votes})"
+
+
+def tally_votes(votes: Sequence[JudgeVerdict]) -> JudgeVerdict:
+    """One verdict from several sampled ones: the first vote if all rewards agree, else an abstention.
+
+    An unreadable vote counts as FAILURE, as a lone unreadable verdict does.
+    """
+    rewards = tuple(vote.reward for vote in votes)
+    if len(set(rewards)) == 1:
+        return dataclasses.replace(votes[0], votes=rewards)
+    successes = sum(reward >= 0.5 for reward in rewards)
+    reasoning = f"the judge abstained: {successes} of {len(rewards)} votes said SUCCESS"
+    return JudgeVerdict(0.0, reasoning, votes[0].raw, None, rewards, True)
 
 
 __all__ = [
     "DEFAULT_JUDGE_MAX_NEW_TOKENS",
     "DEFAULT_JUDGE_MAX_AXTREE_CHARS",
     "JUDGE_SYSTEM_PROMPT",
+    "COMPACT_JUDGE_SYSTEM_PROMPT",
+    "COMPACT_JUDGE_TARGETS",
     "JudgeStep",
     "JudgeRequest",
     "JudgeVerdict",
     "JUDGE_TARGETS",
     "TrajectoryJudge",
     "build_judge_messages",
+    "judge_system_prompt",
+    "tally_votes",
     "format_judge_input",
     "format_judge_target",
     "judge_cases",

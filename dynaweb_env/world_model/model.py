@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from ..llm.base import Conversation, Generation, GenerationBackend, GenerationError, SamplingParams
 from .parsing import WorldModelPrediction, parse_world_model_output
 from .patch import parse_patch_output, patch_system_prompt
-from .prompts import build_world_model_messages, world_model_system_prompt
+from .prompts import build_world_model_messages, check_prompt_style, world_model_system_prompt
 
 #: Default token budget of one prediction: room for a Δ description and a MiniWoB-sized tree.
 #: (The paper allows 8,192 tokens with a 120B model on GPUs; the embedded CPU model cannot afford it.)
@@ -66,8 +66,9 @@ def _parse_patch(generation: Generation, request: WorldModelRequest) -> WorldMod
 
 
 OUTPUT_MODES: dict[str, OutputParser] = {"tree": _parse_full_tree, "patch": _parse_patch}
-#: Output mode -> its system prompt (the paper's for "tree"; the paper's with the format section replaced).
-OUTPUT_MODE_PROMPTS: dict[str, Callable[[], str]] = {"tree": world_model_system_prompt, "patch": patch_system_prompt}
+#: Output mode -> its system prompt in a prompt style ("paper" default: the paper's for "tree", the paper's with
+#: the format section replaced for "patch"; "compact": the output format alone, for trained models).
+OUTPUT_MODE_PROMPTS: dict[str, Callable[..., str]] = {"tree": world_model_system_prompt, "patch": patch_system_prompt}
 
 
 class WebWorldModel:
@@ -81,6 +82,9 @@ class WebWorldModel:
         max_axtree_chars: Character budget of the current tree in the prompt (``0``: no limit).
         output_mode: What the model writes and how it is read: one of :data:`OUTPUT_MODES`, ``"tree"``
             (the paper's full next tree, default) or ``"patch"`` (edits of the current tree).
+        prompt_style: ``"paper"`` (default: the paper's system prompt, for prompted models) or ``"compact"``
+            (for a model trained on compact prompts; :func:`~dynaweb_env.models.model_prompt_style` says which
+            a trained model needs).
     """
 
     def __init__(
@@ -89,6 +93,7 @@ class WebWorldModel:
         sampling: SamplingParams | None = None,
         max_axtree_chars: int = DEFAULT_MAX_AXTREE_CHARS,
         output_mode: str = "tree",
+        prompt_style: str = "paper",
     ):
         if not callable(getattr(backend, "generate", None)):
             raise ValueError(f"backend must implement GenerationBackend.generate, got {type(backend).__name__}")
@@ -100,6 +105,7 @@ class WebWorldModel:
         self.sampling = sampling or SamplingParams(temperature=0.7, top_p=0.9, max_new_tokens=DEFAULT_MAX_NEW_TOKENS)
         self.max_axtree_chars = max_axtree_chars
         self.output_mode = output_mode
+        self.prompt_style = check_prompt_style(prompt_style)
 
     def build_messages(self, request: WorldModelRequest) -> Conversation:
         """The conversation sent to the backend for one request."""
@@ -110,7 +116,7 @@ class WebWorldModel:
             action=request.action,
             previous_action=request.previous_action,
             max_axtree_chars=self.max_axtree_chars,
-            system_prompt=OUTPUT_MODE_PROMPTS[self.output_mode](),
+            system_prompt=OUTPUT_MODE_PROMPTS[self.output_mode](self.prompt_style),
         )
 
     def predict(self, requests: Sequence[WorldModelRequest], seed: int | None = None) -> list[WorldModelPrediction]:
@@ -140,9 +146,26 @@ class WebWorldModel:
         parse = OUTPUT_MODES[self.output_mode]
         return [parse(generation, request) for generation, request in zip(generations, requests, strict=True)]
 
+    def predict_samples(
+        self, requests: Sequence[WorldModelRequest], samples: int, seed: int | None = None
+    ) -> list[list[WorldModelPrediction]]:
+        """``samples`` predictions of every request, all in one backend call (MBPO-style uncertainty).
+
+        Each request is repeated ``samples`` times in the batch, so the samples differ only by the
+        sampler's draws; with a greedy ``sampling`` they all agree.
+
+        Returns:
+            Per request, its ``samples`` predictions (the first is what :meth:`predict` would return for the
+            same batch position).
+        """
+        if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
+            raise ValueError(f"samples must be a positive integer, got {samples!r}")
+        flat = self.predict([request for request in requests for _ in range(samples)], seed=seed)
+        return [flat[i : i + samples] for i in range(0, len(flat), samples)]
+
     def __repr__(self) -> str:
         name = getattr(self.backend, "model_name", type(self.backend).__name__)
-        return f"WebWorldModel({name!r}, output_mode={self.output_mode!r})"
+        return f"WebWorldModel({name!r}, output_mode={self.output_mode!r}, prompt_style={self.prompt_style!r})"
 
 
 __all__ = [

@@ -60,7 +60,7 @@ from .output_format import (
     strip_fences,
 )
 from .parsing import WorldModelPrediction, parse_world_model_output
-from .prompts import WORLD_MODEL_SYSTEM_PROMPT
+from .prompts import COMPACT_WORLD_MODEL_INTRO, WORLD_MODEL_SYSTEM_PROMPT, check_prompt_style
 
 
 def _normalise(line: str) -> str:
@@ -336,8 +336,24 @@ own line after `edits`."""
 _FORMAT_START = "Given the information above,"
 
 
-def patch_system_prompt() -> str:
-    """The paper's system prompt with its output-format section replaced by :data:`PATCH_FORMAT_INSTRUCTIONS`."""
+#: The compact style's patch-mode system prompt: the output format and nothing else.
+COMPACT_PATCH_SYSTEM_PROMPT = f"""\
+{COMPACT_WORLD_MODEL_INTRO} Answer with the edits that turn the current tree into the next one:
+{PATCH_HEADER}
+{URL_PREFIX} <new url, only if it changed>
+CHANGE [id]: <new line> | REMOVE [id] | ADD after [id]: <new line>   (one per line; "text" instead of [id] for a \
+line without id; ADD after #0 inserts at the top)
+{TERMINAL_MARKER} <only if the action ended the episode>"""
+
+
+def patch_system_prompt(prompt_style: str = "paper") -> str:
+    """Patch mode's system message.
+
+    ``"paper"``: the paper's system prompt with its output-format section replaced by
+    :data:`PATCH_FORMAT_INSTRUCTIONS`; ``"compact"``: :data:`COMPACT_PATCH_SYSTEM_PROMPT`.
+    """
+    if check_prompt_style(prompt_style) == "compact":
+        return COMPACT_PATCH_SYSTEM_PROMPT
     start = WORLD_MODEL_SYSTEM_PROMPT.index(_FORMAT_START)
     return WORLD_MODEL_SYSTEM_PROMPT[:start] + PATCH_FORMAT_INSTRUCTIONS
 
@@ -346,6 +362,7 @@ __all__ = [
     "PATCH_HEADER",
     "EDIT_OPERATIONS",
     "PATCH_FORMAT_INSTRUCTIONS",
+    "COMPACT_PATCH_SYSTEM_PROMPT",
     "PatchEdit",
     "patch_from_trees",
     "format_patch",

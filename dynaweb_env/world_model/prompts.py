@@ -1,6 +1,17 @@
 """The web world model's prompt and output format: the one place that defines both.
 
-The system prompt is the paper's (DynaWeb, appendix A.2, Figure 6), verbatim, followed by a short
+Two prompt styles (:data:`PROMPT_STYLES`) share the user message and the output format:
+
+- ``"paper"``: the paper's long system prompt (below). For prompted models, e.g. a large model behind
+  ``openai:``, which learn the task from the prompt alone; the shipped adapters were trained on it.
+- ``"compact"``: :data:`COMPACT_WORLD_MODEL_SYSTEM_PROMPT`, a few lines naming the output format. For
+  models *trained* on the format (``dynaweb-train-wm --prompt_style compact``): the paper's ~850
+  prompt tokens teach a fine-tuned model nothing and dominate its training and inference cost.
+
+A trained model records the style it was trained with
+(:func:`~dynaweb_env.models.model_prompt_style`), so it is always prompted the way it learned.
+
+The paper-style system prompt is the paper's (DynaWeb, appendix A.2, Figure 6), verbatim, followed by a short
 addendum, :data:`WORLD_MODEL_FORMAT_NOTES`, that states two conventions the paper leaves implicit:
 
 - **Next URL.** The tree section may open with a line ``URL: <next url>``. Without it the page keeps
@@ -158,8 +169,41 @@ own line after `next_acc_tree`."""
 NO_PREVIOUS_ACTION = "None"
 
 
-def world_model_system_prompt() -> str:
-    """The full system message: the paper's prompt followed by :data:`WORLD_MODEL_FORMAT_NOTES`."""
+#: The prompt styles: ``"paper"`` (the paper's system prompt) and ``"compact"`` (for trained models).
+PROMPT_STYLES = ("paper", "compact")
+
+#: The compact style's opening, shared by the tree and patch modes' compact prompts.
+COMPACT_WORLD_MODEL_INTRO = (
+    "Predict the web page that results from the current action, given the objective, the current URL and "
+    "accessibility tree, and the previous action."
+)
+
+#: The compact style's world-model system prompt (tree mode): the output format and nothing else.
+COMPACT_WORLD_MODEL_SYSTEM_PROMPT = f"""\
+{COMPACT_WORLD_MODEL_INTRO} Answer:
+{CHANGES_HEADER}
+<the changes>
+{TREE_HEADER}
+{URL_PREFIX} <new url, only if it changed>
+<the full next accessibility tree>
+{TERMINAL_MARKER} <only if the action ended the episode>"""
+
+
+def check_prompt_style(prompt_style: str) -> str:
+    """``prompt_style`` if it is one of :data:`PROMPT_STYLES`; ``ValueError`` otherwise."""
+    if prompt_style not in PROMPT_STYLES:
+        raise ValueError(f"prompt_style must be one of {PROMPT_STYLES}, got {prompt_style!r}")
+    return prompt_style
+
+
+def world_model_system_prompt(prompt_style: str = "paper") -> str:
+    """The full system message of tree mode.
+
+    ``"paper"``: the paper's prompt followed by :data:`WORLD_MODEL_FORMAT_NOTES`; ``"compact"``:
+    :data:`COMPACT_WORLD_MODEL_SYSTEM_PROMPT`.
+    """
+    if check_prompt_style(prompt_style) == "compact":
+        return COMPACT_WORLD_MODEL_SYSTEM_PROMPT
     return f"{WORLD_MODEL_SYSTEM_PROMPT}\n\n{WORLD_MODEL_FORMAT_NOTES}"
 
 
@@ -244,6 +288,9 @@ __all__ = [
     "WORLD_MODEL_ACTION_GROUPS",
     "WORLD_MODEL_SYSTEM_PROMPT",
     "WORLD_MODEL_FORMAT_NOTES",
+    "PROMPT_STYLES",
+    "COMPACT_WORLD_MODEL_SYSTEM_PROMPT",
+    "check_prompt_style",
     "world_model_system_prompt",
     "format_world_model_input",
     "build_world_model_messages",
