@@ -2,6 +2,8 @@
 
     python benchmarks/dream_rewards.py                                   # every runs/claims/shared/*/episodes.jsonl
     python benchmarks/dream_rewards.py --episodes outputs/dynaweb-gspo/episodes.jsonl
+    python benchmarks/dream_rewards.py --guards none '{"judge_votes": 5}' '{"gate_termination": true}'
+    python benchmarks/dream_rewards.py --demonstrations 6 --guards none '{"world_model_samples": 3}'
 
 A DynaWeb dream starts from a page of a real trajectory (its ``start_state``: task, task seed, and
 the actions that led there) and continues with the policy's actions, answered by the world model;
@@ -20,16 +22,27 @@ character (MiniWoB++ pages are seeded, so it should be); a dream whose start cou
 (no task seed recorded, or a history action failing) is counted apart, not compared. Results go to
 ``benchmarks/results/dream_rewards.json`` with every compared dream (run, update, task, actions,
 both rewards, the judge's reasoning).
+
+**Reward guards** (``--guards``, :mod:`dynaweb_env.envs.dream_guards`): each dream is also *re-dreamed*
+once per guard setting (a JSON object of ``reward_guards``; ``none`` is no guard, the baseline re-dreamed
+in the same run): ``DreamWeb-v0`` starts from the dream's recorded start page and is given the dream's
+recorded actions, with the world model and judge named by ``--world-model`` / ``--judge``. The reward it
+gives is compared with the same real reward, so each guard's agreement and precision sit side by side
+(``guards`` in the JSON), with how often it abstained, cut or gated. ``--demonstrations N`` adds dreams
+without a training run: the first ``N`` held-out (``test`` split) shipped demonstrations of more than one
+action, each as two dreams from its first page: all its actions (a real success) and all but the last (a
+real failure, the task left unfinished: the pages a world model wrongly declares finished).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import shlex
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +52,9 @@ from tqdm.auto import tqdm
 import dynaweb_env  # noqa: F401  (registers the envs)
 from dynaweb_env.data.io import iter_trajectories
 from dynaweb_env.data.schema import Trajectory
+from dynaweb_env.data.start_states import StartState, builtin_start_states_path
+from dynaweb_env.envs.dream_guards import RewardGuards
+from dynaweb_env.models import DEFAULT_WORLD_MODELS, TRAINED_JUDGE
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "dream_rewards.json"
@@ -78,13 +94,17 @@ def replay(env: gym.Env, dream: Trajectory) -> dict[str, Any]:
     }
 
 
-def compare(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Agreement, the judge's precision and recall against the real outcome, and the 2x2 counts."""
+def compare(rows: Sequence[dict[str, Any]], reward: str = "dream_reward") -> dict[str, Any]:
+    """Agreement, the judge's precision and recall against the real outcome, and the 2x2 counts.
+
+    ``reward`` names the row's dream reward (rows without one are left out: demonstrations have no recorded one).
+    """
+    rows = [row for row in rows if row.get(reward) is not None]
     compared = [row for row in rows if row["replayed"]]
     counts = {"judged_success_real_success": 0, "judged_success_real_failure": 0}
     counts |= {"judged_failure_real_success": 0, "judged_failure_real_failure": 0}
     for row in compared:
-        judged = "judged_success" if row["dream_reward"] >= 1 else "judged_failure"
+        judged = "judged_success" if row[reward] >= 1 else "judged_failure"
         real = "real_success" if row["real_reward"] >= 1 else "real_failure"
         counts[f"{judged}_{real}"] += 1
     judged_success = counts["judged_success_real_success"] + counts["judged_success_real_failure"]
@@ -102,33 +122,103 @@ def compare(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def run(paths: Iterable[Path], max_steps: int) -> dict[str, Any]:
-    """Replay every dream of ``paths``; the report with per-file and overall comparisons."""
-    dreams = [(path, dream) for path in paths for dream in dreams_of(path)]
+def demonstration_dreams(count: int) -> list[Trajectory]:
+    """Dreams from the first ``count`` held-out multi-action demonstrations: all actions, and all but the last."""
+    dreams = []
+    held_out = [t for t in iter_trajectories(builtin_start_states_path()) if t.metadata.get("split") == "test"]
+    for demo in [t for t in held_out if sum(bool(s.action.strip()) for s in t.steps) > 1][:count]:
+        start = {"task_id": demo.task_id, "goal": demo.goal, "url": demo.steps[0].url, "trajectory_id": demo.id}
+        start |= {"task_seed": demo.metadata.get("seed"), "step_index": 0}
+        acted = [step for step in demo.steps if step.action.strip()]
+        for name, steps in (("full", acted), ("cut", acted[:-1])):
+            metadata = {"options": {"start_state": start}, "demonstration": name}
+            ended = dataclasses.replace(demo.steps[-1], action="")
+            dreams.append(
+                Trajectory(f"{demo.id}/{name}", demo.task_id, demo.goal, "dream", [*steps, ended], metadata=metadata)
+            )
+    return dreams
+
+
+def redream(dream: Trajectory, guards: dict[str, Any], models: dict[str, str], seed: int) -> dict[str, Any]:
+    """Dream ``dream``'s recorded actions again from its start page with these reward guards; what the env gave."""
+    actions = [step.action for step in dream.steps if step.action]
+    start = dream.metadata.get("options", {}).get("start_state", {})
+    state = StartState.from_dict({**start, "axtree": dream.steps[0].axtree})
+    env = gym.make("DreamWeb-v0", dream_length=len(actions), reward_guards=guards, **models).unwrapped
+    env.reset(seed=seed, options={"start_state": state})
+    reward, info = 0.0, {}
+    for action in actions:
+        _, reward, terminated, truncated, info = env.step(action)
+        if terminated or truncated:
+            break
+    flags = ("judge_abstained", "termination_gated", "world_model_uncertain_steps", "backend_error")
+    return {"reward": float(reward), "end_reason": info.get("end_reason"), **{k: info[k] for k in flags if k in info}}
+
+
+def guard_summary(rows: Sequence[dict[str, Any]], name: str) -> dict[str, Any]:
+    """One guard setting's comparison with the real rewards, and how often its guards acted."""
+    outcomes = [row["guards"][name] for row in rows if row["replayed"]]
+    flat = [row | {"guarded_reward": row["guards"][name]["reward"]} for row in rows]
+    return {
+        **compare(flat, "guarded_reward"),
+        "abstained": sum(bool(outcome.get("judge_abstained")) for outcome in outcomes),
+        "cut_uncertain": sum(outcome["end_reason"] == "uncertain" for outcome in outcomes),
+        "discounted_or_withheld": sum(bool(outcome.get("world_model_uncertain_steps")) for outcome in outcomes),
+        "gated": sum(bool(outcome.get("termination_gated")) for outcome in outcomes),
+    }
+
+
+def run(
+    dreams: Sequence[tuple[str, Trajectory]],
+    max_steps: int,
+    guards: dict[str, dict[str, Any]] | None = None,
+    models: dict[str, str] | None = None,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Replay every ``(run, dream)``, re-dreaming it under each guard setting; per-run and overall comparisons."""
     env = gym.make("RealWeb-v0", max_steps=max_steps)
     rows = []
     try:
-        for path, dream in tqdm(dreams, desc="replaying dreams", unit="dream"):
+        for run_name, dream in tqdm(dreams, desc="replaying dreams", unit="dream"):
             row = {
-                "run": rel(path.parent),
+                "run": run_name,
                 "id": dream.id,
                 "global_step": dream.metadata.get("global_step"),
                 "task_id": dream.task_id,
                 "dream_actions": [step.action for step in dream.steps if step.action],
-                "dream_reward": float(dream.reward),
+                "dream_reward": None if dream.metadata.get("demonstration") else float(dream.reward),
                 "judge_reasoning": dream.metadata.get("judge_reasoning", ""),
             }
-            rows.append(row | replay(env, dream))
+            row |= replay(env, dream)
+            if guards and row["replayed"]:
+                row["guards"] = {name: redream(dream, setting, models or {}, seed) for name, setting in guards.items()}
+            rows.append(row)
     finally:
         env.close()
     runs = sorted({row["run"] for row in rows})
     tasks = sorted({row["task_id"] for row in rows})
-    return {
+    report = {
         "overall": compare(rows),
         "per_run": {name: compare([row for row in rows if row["run"] == name]) for name in runs},
         "per_task": {task: compare([row for row in rows if row["task_id"] == task]) for task in tasks},
-        "dreams": rows,
     }
+    if guards:
+        redreamed = [row for row in rows if "guards" in row]
+        report["guards"] = {
+            name: {"reward_guards": setting, **guard_summary(redreamed, name)} for name, setting in guards.items()
+        }
+        report["guard_models"] = models
+    return report | {"dreams": rows}
+
+
+def parse_guards(values: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """``--guards`` values (``none`` or JSON objects of reward_guards) by name; ``ValueError`` for a bad one."""
+    parsed = {}
+    for value in values:
+        setting = {} if value == "none" else json.loads(value)
+        RewardGuards.parse(setting)  # a clear error now, not after an hour of replays
+        parsed["none" if not setting else json.dumps(setting, sort_keys=True, separators=(",", ":"))] = setting
+    return parsed
 
 
 def rel(path: Path) -> str:
@@ -149,16 +239,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--max-steps", type=int, default=10, help="real steps before truncation (default 10)")
     parser.add_argument("--output", type=Path, default=RESULTS, help=f"default {rel(RESULTS)}")
+    parser.add_argument(
+        "--guards", nargs="+", default=[], help="re-dream each dream with these reward_guards (JSON, or 'none')"
+    )
+    parser.add_argument("--demonstrations", type=int, default=0, help="add dreams from N held-out demonstrations")
+    parser.add_argument("--world-model", default=DEFAULT_WORLD_MODELS["tree"], help="world model of re-dreams")
+    parser.add_argument("--judge", default=TRAINED_JUDGE, help="judge of re-dreams")
+    parser.add_argument("--seed", type=int, default=0, help="sampling seed of re-dreams")
     args = parser.parse_args(argv)
-    paths = args.episodes or sorted((ROOT / "runs" / "claims" / "shared").glob("*/episodes.jsonl"))
+    try:
+        guards = parse_guards(args.guards)
+    except ValueError as error:
+        print(f"dream_rewards: error: --guards: {error}", file=sys.stderr)
+        return 2
+    default = sorted((ROOT / "runs" / "claims" / "shared").glob("*/episodes.jsonl"))
+    paths = args.episodes or ([] if args.demonstrations else default)
     missing = [path for path in paths if not path.is_file()]
-    if not paths or missing:
+    if (not paths and not args.demonstrations) or missing:
         print(
             f"dream_rewards: error: no episode log at {missing or 'runs/claims/shared/*/episodes.jsonl'}",
             file=sys.stderr,
         )
         return 2
-    report = run(paths, args.max_steps)
+    dreams = [(rel(path.parent), dream) for path in paths for dream in dreams_of(path)]
+    dreams += [("demonstrations", dream) for dream in demonstration_dreams(args.demonstrations)]
+    models = {"world_model": args.world_model, "judge": args.judge}
+    report = run(dreams, args.max_steps, guards, models, args.seed)
     report = {
         "command": shlex.join(["python", "benchmarks/dream_rewards.py", *(argv if argv is not None else sys.argv[1:])]),
         "episodes": [rel(path) for path in paths],
@@ -171,6 +277,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, summary in [("all", report["overall"]), *report["per_run"].items(), *report["per_task"].items()]:
         print(
             f"{name[-44:]:44} {summary['compared']:>6} {fmt(summary['agreement']):>6} "
+            f"{fmt(summary['judge_success_precision']):>17} {fmt(summary['real_success_recall']):>11}"
+        )
+    for name, summary in report.get("guards", {}).items():
+        print(
+            f"{'re-dreamed, guards ' + name:44} {summary['compared']:>6} {fmt(summary['agreement']):>6} "
             f"{fmt(summary['judge_success_precision']):>17} {fmt(summary['real_success_recall']):>11}"
         )
     print(f"dream_rewards: {report['overall']['compared']} dreams compared; {rel(args.output)}")

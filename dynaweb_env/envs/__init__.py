@@ -21,6 +21,7 @@ END_REASONS: dict[str, str] = {
     "stop": "the policy answered with stop [answer]",
     "terminal_state": "the world model marked the page as the end of the episode",
     "dream_length": "the dream reached dream_length steps (a truncation)",
+    "uncertain": "the world model's samples of the step disagreed (a truncation; reward_guards uncertainty='cut')",
     "backend_error": "a world-model or judge backend failed (a truncation; see info['backend_error'])",
     "finish": "its caller ended the dream with finish() (a host's turn cap), and it was judged then",
     # Named by a rollout, for an env that ended the episode without naming why (RealWeb-v0).

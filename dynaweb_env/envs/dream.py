@@ -32,6 +32,7 @@ from ..spaces import MAX_TEXT_LENGTH, fit_observation, web_action_space, web_obs
 from ..world_model.judge import DEFAULT_JUDGE_MAX_NEW_TOKENS, JudgeRequest, JudgeStep, TrajectoryJudge
 from ..world_model.model import DEFAULT_MAX_AXTREE_CHARS, DEFAULT_MAX_NEW_TOKENS, WebWorldModel, WorldModelRequest
 from . import END_REASONS
+from .dream_guards import RewardGuards, gate_termination, with_votes
 from .dream_setup import choose_start_state, load_task_start_states, resolve_world_model, validate_dream_kwargs
 
 
@@ -51,6 +52,8 @@ class DreamEpisode:
     done: bool = False
     #: ``(reward, info)`` of the step (or ``finish``) that ended the dream; ``None`` while it runs.
     verdict: tuple[float, dict[str, Any]] | None = None
+    #: Steps whose world-model samples disagreed (``reward_guards.world_model_samples > 1``).
+    uncertain_steps: int = 0
 
     @classmethod
     def begin(cls, start: StartState) -> DreamEpisode:
@@ -125,6 +128,8 @@ class DreamDynamics:
             needs a prediction (so steps with only malformed actions never load a model).
         judge: Scores finished dreams; or a function building it, called on first use.
         dream_length: Most steps per dream (malformed actions count).
+        guards: The reward guards (:mod:`~dynaweb_env.envs.dream_guards`; default: none). Judge votes are
+            the judge's own setting (``TrajectoryJudge(votes=...)``); the rest apply here.
     """
 
     def __init__(
@@ -132,10 +137,12 @@ class DreamDynamics:
         world_model: WebWorldModel | Callable[[], WebWorldModel],
         judge: TrajectoryJudge | Callable[[], TrajectoryJudge],
         dream_length: int,
+        guards: RewardGuards | None = None,
     ):
         self._world_model = world_model
         self._judge = judge
         self.dream_length = dream_length
+        self.guards = guards or RewardGuards()
 
     @property
     def world_model(self) -> WebWorldModel:
@@ -195,11 +202,11 @@ class DreamDynamics:
 
         failed: dict[int, str] = {}
         try:
-            requests = [_world_model_request(staged[i]) for i in asks]
-            predictions = self.world_model.predict(requests, seed=seed) if requests else []
+            predictions, disagreeing = self._predict([staged[i] for i in asks], seed)
         except GenerationError as error:
-            predictions, failed = [], dict.fromkeys(asks, f"world model: {error}")
-        for index, prediction in zip([] if failed else asks, predictions, strict=True):
+            predictions, disagreeing, failed = [], [], dict.fromkeys(asks, f"world model: {error}")
+        uncertain_cut: set[int] = set()
+        for index, prediction, disagree in zip([] if failed else asks, predictions, disagreeing, strict=True):
             episode = staged[index]
             refusal = NavigationPolicy.for_start_url(episode.start.url).refusal(prediction.url, episode.url)
             if prediction.url != episode.url and refusal:
@@ -214,15 +221,26 @@ class DreamDynamics:
             infos[index]["changes"] = prediction.changes
             infos[index]["world_model_error"] = prediction.error or ""
             terminated[index] = prediction.terminal
+            if disagree:
+                episode.uncertain_steps += 1
+                infos[index]["world_model_disagreement"] = True
+                if self.guards.uncertainty == "cut":
+                    terminated[index] = False
+                    uncertain_cut.add(index)
         for index in failed:  # the step did not happen: the page, the count and the history stay as they were
             staged[index] = dataclasses.replace(episodes[index], steps=list(episodes[index].steps))
             infos[index]["dream_step"] = staged[index].num_steps
 
         truncated = [
-            index in failed or (not terminated[index] and episode.num_steps >= self.dream_length)
+            index in failed
+            or index in uncertain_cut
+            or (not terminated[index] and episode.num_steps >= self.dream_length)
             for index, episode in enumerate(staged)
         ]
-        rewards = self._finish(staged, terminated, truncated, infos, seed, failed)
+        gated = {i for i in asks if terminated[i] and self.guards.gate_termination and i not in failed}
+        rewards, verdicts = self._finish(staged, terminated, truncated, infos, seed, failed, uncertain_cut)
+        gated_verdicts = {i: verdicts[i] for i in gated if i in verdicts}
+        gate_termination(staged, gated_verdicts, terminated, truncated, infos, self.dream_length)
         for episode, new in zip(episodes, staged, strict=True):
             for name in DreamEpisode.__dataclass_fields__:
                 setattr(episode, name, getattr(new, name))
@@ -241,6 +259,16 @@ class DreamDynamics:
         self._finish([episodes[i] for i in running], ended, list(ended), infos, seed, {}, end_reason="finish")
         return [(episode.verdict[0], dict(episode.verdict[1])) for episode in episodes]  # type: ignore[index]
 
+    def _predict(self, episodes: Sequence[DreamEpisode], seed: int | None) -> tuple[list[Any], list[bool]]:
+        """The world model's prediction for each episode, and whether its samples disagreed (one backend call)."""
+        if not episodes:
+            return [], []
+        requests = [_world_model_request(episode) for episode in episodes]
+        if self.guards.world_model_samples == 1:
+            return self.world_model.predict(requests, seed=seed), [False] * len(requests)
+        samples = self.world_model.predict_samples(requests, self.guards.world_model_samples, seed=seed)
+        return [group[0] for group in samples], [self.guards.samples_disagree(group) for group in samples]
+
     def _finish(
         self,
         episodes: Sequence[DreamEpisode],
@@ -250,10 +278,15 @@ class DreamDynamics:
         seed: int | None,
         failed: dict[int, str],
         end_reason: str | None = None,
-    ) -> list[float]:
+        uncertain_cut: set[int] = frozenset(),
+    ) -> tuple[list[float], dict[int, float]]:
         """End the finished episodes and judge them; a judge failure truncates them with reward 0.
 
         ``failed`` holds the episodes a backend already failed (no judge call); judge failures are added.
+        ``uncertain_cut`` holds the episodes cut for world-model disagreement: ended with reward 0, unjudged.
+
+        Returns:
+            The rewards, and the judge's verdict (its reward before any guard) of each judged episode.
         """
         rewards = [0.0] * len(episodes)
         to_judge: list[int] = []
@@ -264,7 +297,9 @@ class DreamDynamics:
             episode.done = True
             ended_by = "stop" if episode.answer is not None else "terminal_state"
             infos[index]["end_reason"] = end_reason or (ended_by if terminated[index] else "dream_length")
-            if index in failed:
+            if index in uncertain_cut:
+                infos[index].update(end_reason="uncertain", judge_reasoning="", judge_error="")
+            if index in failed or index in uncertain_cut:
                 continue
             if episode.steps:
                 to_judge.append(index)
@@ -279,8 +314,12 @@ class DreamDynamics:
             failed.update(dict.fromkeys(to_judge, f"judge: {error}"))
             to_judge = []
         for index, verdict in zip(to_judge, verdicts, strict=True):
-            rewards[index] = verdict.reward
+            rewards[index] = self.guards.uncertain_reward(verdict.reward, episodes[index].uncertain_steps)
             infos[index].update(judge_reasoning=verdict.reasoning, judge_error=verdict.error or "")
+            if verdict.votes:
+                infos[index].update(judge_abstained=verdict.abstained, judge_votes=list(verdict.votes))
+            if episodes[index].uncertain_steps:
+                infos[index]["world_model_uncertain_steps"] = episodes[index].uncertain_steps
         for index, message in failed.items():
             # No verdict: the episode is cut (truncated), not finished, and its reward is no judgement.
             terminated[index], truncated[index] = False, True
@@ -289,7 +328,7 @@ class DreamDynamics:
         for index, episode in enumerate(episodes):
             if episode.done and episode.verdict is None:
                 episode.verdict = (rewards[index], dict(infos[index]))
-        return rewards
+        return rewards, {index: verdict.reward for index, verdict in zip(to_judge, verdicts, strict=True)}
 
     @staticmethod
     def _judge_request(episode: DreamEpisode) -> JudgeRequest:
@@ -319,16 +358,20 @@ def build_dynamics(
     judge_max_new_tokens: int,
     max_axtree_chars: int,
     output_mode: str | None = None,
+    reward_guards: RewardGuards | dict | None = None,
 ) -> DreamDynamics:
     """A :class:`DreamDynamics` whose models are built from these specs on first use (cheap to call).
 
     Every argument is checked now (``ValueError`` for an out-of-range value or a malformed spec), not
-    at the first step; both dream envs build their dynamics here.
+    at the first step; both dream envs build their dynamics here. A model named by a spec is prompted
+    in the style it was trained on (:func:`~dynaweb_env.models.model_prompt_style`).
     """
     from ..llm import parse_backend_spec  # light: no torch until a backend is built
+    from ..models import model_prompt_style
 
     validate_dream_kwargs(dream_length, max_new_tokens, judge_max_new_tokens, world_model_temperature, max_axtree_chars)
     world_model, output_mode = resolve_world_model(world_model, output_mode)
+    guards = RewardGuards.parse(reward_guards)
 
     for spec in (world_model, judge):
         if isinstance(spec, (str, dict)):
@@ -352,16 +395,24 @@ def build_dynamics(
             return world_model
         sampling = SamplingParams(temperature=world_model_temperature, top_p=0.9, max_new_tokens=max_new_tokens)
         return WebWorldModel(
-            backend(world_model), sampling=sampling, max_axtree_chars=max_axtree_chars, output_mode=output_mode
-        )
+            backend(world_model), sampling=sampling, max_axtree_chars=max_axtree_chars, output_mode=output_mode,
+            prompt_style=model_prompt_style(world_model),
+        )  # fmt: skip
 
     def make_judge() -> TrajectoryJudge:
         if isinstance(judge, TrajectoryJudge):
-            return judge
+            return with_votes(judge, guards)
         sampling = SamplingParams(temperature=0.0, max_new_tokens=judge_max_new_tokens)
-        return TrajectoryJudge(dynamics.world_model.backend if judge is None else backend(judge), sampling=sampling)
+        if judge is None:  # the world model's backend judges, in the world model's prompt style
+            judge_backend, style = dynamics.world_model.backend, dynamics.world_model.prompt_style
+        else:
+            judge_backend, style = backend(judge), model_prompt_style(judge)
+        return TrajectoryJudge(
+            judge_backend, sampling=sampling, prompt_style=style, votes=guards.judge_votes,
+            vote_temperature=guards.judge_vote_temperature,
+        )  # fmt: skip
 
-    dynamics = DreamDynamics(make_world_model, make_judge, dream_length)
+    dynamics = DreamDynamics(make_world_model, make_judge, dream_length, guards)
     return dynamics
 
 
@@ -400,12 +451,20 @@ class DreamWebEnv(gym.Env[dict[str, str], str]):
     ## Rewards
 
     0 on every non-final step. On the final step, the judge's verdict in {0, 1}; a dream that
-    took no valid action scores 0 without a judge call.
+    took no valid action scores 0 without a judge call. ``reward_guards`` (off by default) make the
+    reward harder to game: judge self-consistency (an abstention scores 0 with
+    ``info["judge_abstained"]``), world-model uncertainty (a dream whose sampled next pages disagree
+    is cut, unrewarded or discounted) and gated early termination; see
+    :mod:`~dynaweb_env.envs.dream_guards`.
 
     ## Episode End
 
     - Termination: the policy issues ``stop [answer]``, or the world model marks the next page as
       terminal (``[Episode ended]``).
+    - With ``reward_guards={"gate_termination": True}``, the world model's terminal mark ends the dream
+      only if the judge, asked then, says SUCCESS (else the dream goes on, ``info["termination_gated"]``).
+    - Truncation: with ``reward_guards={"world_model_samples": K, "uncertainty": "cut"}``, a step whose
+      world-model samples disagree (``end_reason="uncertain"``, reward 0, no judge call).
     - Truncation: ``dream_length`` steps (malformed ones included). Truncated dreams are judged too,
       so a dream that finishes a task without ``stop`` can still score.
     - Truncation: a world-model or judge backend failed (server down, HTTP error, malformed answer,
@@ -420,7 +479,9 @@ class DreamWebEnv(gym.Env[dict[str, str], str]):
     the start state in its recording), ``dream_step``, ``changes`` (the predicted Δ),
     ``world_model_error`` (``""`` if the output was well-formed), ``judged`` (the reward is the
     dream's verdict: final steps without a backend failure) and, on the final step, ``end_reason``,
-    ``judge_reasoning`` and ``judge_error``.
+    ``judge_reasoning`` and ``judge_error``; with the reward guards also ``judge_abstained`` and
+    ``judge_votes`` (votes), ``world_model_disagreement`` (on a step whose samples disagreed),
+    ``world_model_uncertain_steps`` and ``termination_gated``.
 
     ## Arguments
 
@@ -440,7 +501,14 @@ class DreamWebEnv(gym.Env[dict[str, str], str]):
     - ``world_model_temperature``: world-model sampling temperature (paper: 0.7; 0 is greedy).
     - ``max_new_tokens`` / ``judge_max_new_tokens``: generation budgets of the world model and judge.
     - ``max_axtree_chars``: character budget of the current tree in the world-model prompt.
+    - ``reward_guards``: a dict of :class:`~dynaweb_env.envs.dream_guards.RewardGuards` fields, e.g.
+      ``{"judge_votes": 5}``, ``{"world_model_samples": 4, "uncertainty": "discount"}`` or
+      ``{"gate_termination": True}``. Default: none (the paper's dream).
     - ``render_mode``: ``None`` or ``"ansi"``.
+
+    A world model or judge named by a spec is prompted in the style it was trained on: a shipped
+    adapter's (the paper's prompts) or the ``prompt_style`` that ``dynaweb-train-wm`` recorded beside
+    it (``"compact"`` by default); an untrained model gets the paper's prompts.
 
     Models are loaded on the first step that needs them, so ``gym.make`` is cheap. The sampling seed
     of every model call is drawn from ``self.np_random``: the same seed and actions with
@@ -448,7 +516,7 @@ class DreamWebEnv(gym.Env[dict[str, str], str]):
 
     ## Version History
 
-    - v0: Initial version.
+    - v0: Initial version. Later, without changing defaults: ``reward_guards``; prompt styles.
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 1}
@@ -466,6 +534,7 @@ class DreamWebEnv(gym.Env[dict[str, str], str]):
         judge_max_new_tokens: int = DEFAULT_JUDGE_MAX_NEW_TOKENS,
         max_axtree_chars: int = DEFAULT_MAX_AXTREE_CHARS,
         output_mode: str | None = None,
+        reward_guards: RewardGuards | dict | None = None,
         render_mode: str | None = None,
     ):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
@@ -477,7 +546,7 @@ class DreamWebEnv(gym.Env[dict[str, str], str]):
         #: The world model and judge, loaded on the first step that needs one (``gym.make`` stays cheap).
         self.dynamics = build_dynamics(
             world_model, judge, dream_length, world_model_temperature, max_new_tokens, judge_max_new_tokens,
-            max_axtree_chars, output_mode,
+            max_axtree_chars, output_mode, reward_guards,
         )  # fmt: skip
         self.start_states = load_task_start_states(start_states, tasks, include_intermediate)
         self._episode: DreamEpisode | None = None

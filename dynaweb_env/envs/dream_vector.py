@@ -27,6 +27,7 @@ from .dream import (
     load_task_start_states,
     render_dream,
 )
+from .dream_guards import RewardGuards
 
 
 class DreamWebVectorEnv(VectorEnv):
@@ -74,6 +75,7 @@ class DreamWebVectorEnv(VectorEnv):
         judge_max_new_tokens: int = DEFAULT_JUDGE_MAX_NEW_TOKENS,
         max_axtree_chars: int = DEFAULT_MAX_AXTREE_CHARS,
         output_mode: str | None = None,
+        reward_guards: RewardGuards | dict | None = None,
         render_mode: str | None = None,
         autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
     ):
@@ -100,7 +102,7 @@ class DreamWebVectorEnv(VectorEnv):
         #: The world model and judge, loaded on the first step that needs one (``make_vec`` stays cheap).
         self.dynamics = build_dynamics(
             world_model, judge, dream_length, world_model_temperature, max_new_tokens, judge_max_new_tokens,
-            max_axtree_chars, output_mode,
+            max_axtree_chars, output_mode, reward_guards,
         )  # fmt: skip
         self.start_states = load_task_start_states(start_states, tasks, include_intermediate)
         self._episodes: list[DreamEpisode | None] = [None] * num_envs
