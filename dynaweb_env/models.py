@@ -219,15 +219,14 @@ EMBEDDED_MODELS: dict[str, EmbeddedModel] = {
 class ShippedAdapter:
     """A LoRA adapter inside the package: ``directory`` is relative to ``dynaweb_env/adapters``.
 
-    ``output_mode`` is the world-model output mode it was trained for (``None``: not a world model);
-    ``prompt_style`` the prompt style it was trained on (:data:`~dynaweb_env.world_model.prompts.PROMPT_STYLES`).
+    ``output_mode`` is the world-model output mode it was trained for (``None``: not a world model). The
+    prompt style it was trained on is recorded beside its weights (:func:`model_prompt_style`).
     """
 
     name: str
     directory: str
     description: str
     output_mode: str | None = None
-    prompt_style: str = "paper"
 
     @property
     def path(self) -> Path:
@@ -272,9 +271,10 @@ def _recorded(spec: Any, key: str) -> str | None:
     if not isinstance(spec, (str, os.PathLike)):
         return None
     text = os.fspath(spec).strip()
-    if text in SHIPPED_ADAPTERS:
-        return getattr(SHIPPED_ADAPTERS[text], key)
-    info_file = Path(text).expanduser() / WORLD_MODEL_INFO_FILE
+    if text in SHIPPED_ADAPTERS and key == "output_mode":
+        return SHIPPED_ADAPTERS[text].output_mode
+    directory = SHIPPED_ADAPTERS[text].path if text in SHIPPED_ADAPTERS else Path(text).expanduser()
+    info_file = directory / WORLD_MODEL_INFO_FILE
     try:
         value = json.loads(info_file.read_text()).get(key) if info_file.is_file() else None
     except (OSError, json.JSONDecodeError, AttributeError):
@@ -355,11 +355,10 @@ def ship_adapter(source: str | os.PathLike[str], name: str) -> Path:
         if (source / file_name).is_file():
             shutil.copyfile(source / file_name, adapter.path / file_name)
     _save_half_precision(source / ADAPTER_WEIGHTS_FILE, adapter.path / ADAPTER_WEIGHTS_FILE)
-    trained_style = model_prompt_style(str(source))
-    if trained_style != adapter.prompt_style:
-        raise ValueError(f"{source} was trained on prompt_style={trained_style!r}, {name} is {adapter.prompt_style!r}")
+    # The shipped adapter is prompted as its source was trained (read back by model_prompt_style).
     info = {"output_mode": adapter.output_mode} if adapter.output_mode else {}
-    (adapter.path / WORLD_MODEL_INFO_FILE).write_text(json.dumps({**info, "prompt_style": adapter.prompt_style}) + "\n")
+    info["prompt_style"] = model_prompt_style(str(source))
+    (adapter.path / WORLD_MODEL_INFO_FILE).write_text(json.dumps(info) + "\n")
     return adapter.path
 
 

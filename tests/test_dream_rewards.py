@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import pytest
 from benchmark_scripts import load_benchmark
 
 from dynaweb_env.data.io import iter_trajectories, write_trajectories
@@ -59,3 +60,43 @@ def test_replaying_dreams_on_real_pages(tmp_path, require_browser):
     assert report["overall"]["agreement"] == 0.0
     assert report["overall"]["counts"]["judged_failure_real_success"] == 1
     assert bench.main(["--episodes", str(tmp_path / "missing.jsonl"), "--output", str(output)]) == 2
+
+
+def test_guard_settings_parse_and_are_summarised_against_the_real_reward():
+    bench = load_benchmark("dream_rewards")
+    guards = bench.parse_guards(["none", '{"judge_votes": 3}', '{"gate_termination": true}'])
+    assert list(guards) == ["none", '{"judge_votes":3}', '{"gate_termination":true}']
+    with pytest.raises(ValueError, match="unknown reward_guards"):
+        bench.parse_guards(['{"votes": 3}'])
+    real = {"replayed": True, "start_reproduced": True}
+    rows = [
+        real | {"real_reward": 1.0, "guards": {"g": {"reward": 0.0, "end_reason": "stop", "judge_abstained": True}}},
+        real | {"real_reward": 0.0, "guards": {"g": {"reward": 0.0, "end_reason": "uncertain"}}},
+        real | {"real_reward": 1.0, "guards": {"g": {"reward": 1.0, "end_reason": "x", "termination_gated": True}}},
+    ]
+    summary = bench.guard_summary(rows, "g")
+    assert summary["compared"] == 3 and summary["agreement"] == 2 / 3
+    assert (summary["abstained"], summary["cut_uncertain"], summary["gated"]) == (1, 1, 1)
+
+
+def test_demonstration_dreams_pair_a_success_with_its_unfinished_cut():
+    bench = load_benchmark("dream_rewards")
+    dreams = bench.demonstration_dreams(2)
+    assert len(dreams) == 4 and [d.metadata["demonstration"] for d in dreams] == ["full", "cut"] * 2
+    for full, cut in zip(dreams[::2], dreams[1::2], strict=True):
+        assert len(cut.actions) == len(full.actions) - 1 >= 1
+        assert full.metadata["options"]["start_state"]["task_seed"] % 5 == 4  # held-out seeds only
+
+
+@pytest.mark.slow
+def test_redreaming_demonstrations_with_guards_on_real_pages_and_models(tmp_path, require_browser):
+    bench = load_benchmark("dream_rewards")
+    output = tmp_path / "guards.json"
+    assert bench.main(["--demonstrations", "1", "--guards", "none", '{"judge_votes": 2}', "--output", str(output)]) == 0
+    report = json.loads(output.read_text())
+    assert [row["real_reward"] for row in report["dreams"]] == [1.0, 0.0]  # the expert's actions, then cut short
+    assert report["overall"]["compared"] == 0  # demonstrations have no recorded dream reward
+    for name in ("none", '{"judge_votes":2}'):
+        assert report["guards"][name]["compared"] == 2
+    votes = [row["guards"]['{"judge_votes":2}'] for row in report["dreams"]]
+    assert all(outcome["reward"] in (0.0, 1.0) and "judge_abstained" in outcome for outcome in votes)

@@ -194,6 +194,11 @@ def test_ship_adapter_copies_the_adapter_and_checks_its_mode(tmp_path, monkeypat
     assert {v.dtype for v in shipped.values()} == {torch.float16} and shipped.keys() == trained_weights.keys()
     assert all(torch.allclose(shipped[k].float(), trained_weights[k], atol=1e-3) for k in shipped)
     assert models.world_model_output_mode("test-wm") == "patch"
+    assert models.model_prompt_style("test-wm") == "paper"  # nothing recorded: trained before prompt styles
+    # The shipped adapter is prompted as it was trained: the style recorded beside the run goes with it.
+    (trained / models.WORLD_MODEL_INFO_FILE).write_text('{"output_mode": "patch", "prompt_style": "compact"}')
+    models.ship_adapter(trained, "test-wm")
+    assert models.model_prompt_style("test-wm") == "compact" and models.world_model_output_mode("test-wm") == "patch"
     (trained / models.WORLD_MODEL_INFO_FILE).write_text('{"output_mode": "tree"}')
     with pytest.raises(ValueError, match="trained for output_mode='tree'"):
         models.ship_adapter(trained, "test-wm")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -205,28 +205,8 @@ class DreamDynamics:
             predictions, disagreeing = self._predict([staged[i] for i in asks], seed)
         except GenerationError as error:
             predictions, disagreeing, failed = [], [], dict.fromkeys(asks, f"world model: {error}")
-        uncertain_cut: set[int] = set()
-        for index, prediction, disagree in zip([] if failed else asks, predictions, disagreeing, strict=True):
-            episode = staged[index]
-            refusal = NavigationPolicy.for_start_url(episode.start.url).refusal(prediction.url, episode.url)
-            if prediction.url != episode.url and refusal:
-                # The real browser would have refused to go there: the page stays, as it would have.
-                episode.last_action_error = refusal
-                infos[index]["world_model_error"] = f"predicted URL refused: {refusal}"
-                continue
-            # A browser's address bar shows the absolute URL, also when a world model predicted a relative one.
-            episode.url = absolute_url(prediction.url, episode.url)
-            episode.axtree = truncate_axtree(prediction.axtree, MAX_TEXT_LENGTH)
-            episode.previous_action = episode.last_action
-            infos[index]["changes"] = prediction.changes
-            infos[index]["world_model_error"] = prediction.error or ""
-            terminated[index] = prediction.terminal
-            if disagree:
-                episode.uncertain_steps += 1
-                infos[index]["world_model_disagreement"] = True
-                if self.guards.uncertainty == "cut":
-                    terminated[index] = False
-                    uncertain_cut.add(index)
+        predicted = zip([] if failed else asks, predictions, disagreeing, strict=True)
+        uncertain_cut = self._apply_predictions(staged, predicted, terminated, infos)
         for index in failed:  # the step did not happen: the page, the count and the history stay as they were
             staged[index] = dataclasses.replace(episodes[index], steps=list(episodes[index].steps))
             infos[index]["dream_step"] = staged[index].num_steps
@@ -258,6 +238,42 @@ class DreamDynamics:
         ended = [True] * len(running)
         self._finish([episodes[i] for i in running], ended, list(ended), infos, seed, {}, end_reason="finish")
         return [(episode.verdict[0], dict(episode.verdict[1])) for episode in episodes]  # type: ignore[index]
+
+    def _apply_predictions(
+        self,
+        episodes: Sequence[DreamEpisode],
+        predicted: Iterable[tuple[int, Any, bool]],
+        terminated: list[bool],
+        infos: list[dict[str, Any]],
+    ) -> set[int]:
+        """Move each ``(index, prediction, samples disagreed)`` episode to its predicted page, in place.
+
+        Returns:
+            The episodes to cut for world-model disagreement (``reward_guards.uncertainty="cut"``).
+        """
+        uncertain_cut = set()
+        for index, prediction, disagree in predicted:
+            episode = episodes[index]
+            refusal = NavigationPolicy.for_start_url(episode.start.url).refusal(prediction.url, episode.url)
+            if prediction.url != episode.url and refusal:
+                # The real browser would have refused to go there: the page stays, as it would have.
+                episode.last_action_error = refusal
+                infos[index]["world_model_error"] = f"predicted URL refused: {refusal}"
+                continue
+            # A browser's address bar shows the absolute URL, also when a world model predicted a relative one.
+            episode.url = absolute_url(prediction.url, episode.url)
+            episode.axtree = truncate_axtree(prediction.axtree, MAX_TEXT_LENGTH)
+            episode.previous_action = episode.last_action
+            infos[index]["changes"] = prediction.changes
+            infos[index]["world_model_error"] = prediction.error or ""
+            terminated[index] = prediction.terminal
+            if disagree:
+                episode.uncertain_steps += 1
+                infos[index]["world_model_disagreement"] = True
+                if self.guards.uncertainty == "cut":
+                    terminated[index] = False
+                    uncertain_cut.add(index)
+        return uncertain_cut
 
     def _predict(self, episodes: Sequence[DreamEpisode], seed: int | None) -> tuple[list[Any], list[bool]]:
         """The world model's prediction for each episode, and whether its samples disagreed (one backend call)."""
