@@ -18,7 +18,7 @@ import gymnasium as gym
 
 from ..actions import Action, read_action
 from ..data.start_states import StartState
-from ..llm.base import GenerationBackend, GenerationError, SamplingParams
+from ..llm.base import GenerationBackend, GenerationError
 from ..navigation import NavigationPolicy, absolute_url
 from ..observation import (
     action_target,
@@ -32,8 +32,13 @@ from ..spaces import MAX_TEXT_LENGTH, fit_observation, web_action_space, web_obs
 from ..world_model.judge import DEFAULT_JUDGE_MAX_NEW_TOKENS, JudgeRequest, JudgeStep, TrajectoryJudge
 from ..world_model.model import DEFAULT_MAX_AXTREE_CHARS, DEFAULT_MAX_NEW_TOKENS, WebWorldModel, WorldModelRequest
 from . import END_REASONS
-from .dream_guards import RewardGuards, gate_termination, with_votes
-from .dream_setup import choose_start_state, load_task_start_states, resolve_world_model, validate_dream_kwargs
+from .dream_guards import RewardGuards, gate_termination, predict_with_disagreement
+from .dream_setup import (
+    build_dynamics,
+    choose_start_state,
+    load_task_start_states,
+    resolve_world_model,  # noqa: F401  (re-exported: its home before dream_setup)
+)
 
 
 @dataclass
@@ -202,7 +207,8 @@ class DreamDynamics:
 
         failed: dict[int, str] = {}
         try:
-            predictions, disagreeing = self._predict([staged[i] for i in asks], seed)
+            requests = [_world_model_request(staged[i]) for i in asks]
+            predictions, disagreeing = predict_with_disagreement(self.world_model, self.guards, requests, seed)
         except GenerationError as error:
             predictions, disagreeing, failed = [], [], dict.fromkeys(asks, f"world model: {error}")
         predicted = zip([] if failed else asks, predictions, disagreeing, strict=True)
@@ -275,16 +281,6 @@ class DreamDynamics:
                     uncertain_cut.add(index)
         return uncertain_cut
 
-    def _predict(self, episodes: Sequence[DreamEpisode], seed: int | None) -> tuple[list[Any], list[bool]]:
-        """The world model's prediction for each episode, and whether its samples disagreed (one backend call)."""
-        if not episodes:
-            return [], []
-        requests = [_world_model_request(episode) for episode in episodes]
-        if self.guards.world_model_samples == 1:
-            return self.world_model.predict(requests, seed=seed), [False] * len(requests)
-        samples = self.world_model.predict_samples(requests, self.guards.world_model_samples, seed=seed)
-        return [group[0] for group in samples], [self.guards.samples_disagree(group) for group in samples]
-
     def _finish(
         self,
         episodes: Sequence[DreamEpisode],
@@ -330,12 +326,7 @@ class DreamDynamics:
             failed.update(dict.fromkeys(to_judge, f"judge: {error}"))
             to_judge = []
         for index, verdict in zip(to_judge, verdicts, strict=True):
-            rewards[index] = self.guards.uncertain_reward(verdict.reward, episodes[index].uncertain_steps)
-            infos[index].update(judge_reasoning=verdict.reasoning, judge_error=verdict.error or "")
-            if verdict.votes:
-                infos[index].update(judge_abstained=verdict.abstained, judge_votes=list(verdict.votes))
-            if episodes[index].uncertain_steps:
-                infos[index]["world_model_uncertain_steps"] = episodes[index].uncertain_steps
+            rewards[index] = self.guards.reward_of(verdict, episodes[index].uncertain_steps, infos[index])
         for index, message in failed.items():
             # No verdict: the episode is cut (truncated), not finished, and its reward is no judgement.
             terminated[index], truncated[index] = False, True
@@ -363,73 +354,6 @@ class DreamDynamics:
             final_axtree=episode.axtree,
             answer=episode.answer,
         )
-
-
-def build_dynamics(
-    world_model: str | dict | GenerationBackend | WebWorldModel | None,
-    judge: str | dict | GenerationBackend | TrajectoryJudge | None,
-    dream_length: int,
-    world_model_temperature: float,
-    max_new_tokens: int,
-    judge_max_new_tokens: int,
-    max_axtree_chars: int,
-    output_mode: str | None = None,
-    reward_guards: RewardGuards | dict | None = None,
-) -> DreamDynamics:
-    """A :class:`DreamDynamics` whose models are built from these specs on first use (cheap to call).
-
-    Every argument is checked now (``ValueError`` for an out-of-range value or a malformed spec), not
-    at the first step; both dream envs build their dynamics here. A model named by a spec is prompted
-    in the style it was trained on (:func:`~dynaweb_env.models.model_prompt_style`).
-    """
-    from ..llm import parse_backend_spec  # light: no torch until a backend is built
-    from ..models import model_prompt_style
-
-    validate_dream_kwargs(dream_length, max_new_tokens, judge_max_new_tokens, world_model_temperature, max_axtree_chars)
-    world_model, output_mode = resolve_world_model(world_model, output_mode)
-    guards = RewardGuards.parse(reward_guards)
-
-    for spec in (world_model, judge):
-        if isinstance(spec, (str, dict)):
-            parse_backend_spec(spec)
-        elif (
-            spec is not None
-            and not callable(getattr(spec, "generate", None))
-            and not isinstance(spec, (WebWorldModel, TrajectoryJudge))
-        ):
-            raise ValueError(f"expected a backend spec, a backend or a model object, got {type(spec).__name__}")
-
-    def backend(spec: str | dict | GenerationBackend) -> GenerationBackend:
-        from ..llm import make_backend  # deferred: importing backends pulls in torch
-        from ..llm.batching import shared_batching_backend
-
-        # Shared per backend: envs stepped on several threads of one process batch their calls together.
-        return shared_batching_backend(make_backend(spec) if isinstance(spec, (str, dict)) else spec)
-
-    def make_world_model() -> WebWorldModel:
-        if isinstance(world_model, WebWorldModel):
-            return world_model
-        sampling = SamplingParams(temperature=world_model_temperature, top_p=0.9, max_new_tokens=max_new_tokens)
-        return WebWorldModel(
-            backend(world_model), sampling=sampling, max_axtree_chars=max_axtree_chars, output_mode=output_mode,
-            prompt_style=model_prompt_style(world_model),
-        )  # fmt: skip
-
-    def make_judge() -> TrajectoryJudge:
-        if isinstance(judge, TrajectoryJudge):
-            return with_votes(judge, guards)
-        sampling = SamplingParams(temperature=0.0, max_new_tokens=judge_max_new_tokens)
-        if judge is None:  # the world model's backend judges, in the world model's prompt style
-            judge_backend, style = dynamics.world_model.backend, dynamics.world_model.prompt_style
-        else:
-            judge_backend, style = backend(judge), model_prompt_style(judge)
-        return TrajectoryJudge(
-            judge_backend, sampling=sampling, prompt_style=style, votes=guards.judge_votes,
-            vote_temperature=guards.judge_vote_temperature,
-        )  # fmt: skip
-
-    dynamics = DreamDynamics(make_world_model, make_judge, dream_length, guards)
-    return dynamics
 
 
 class DreamWebEnv(gym.Env[dict[str, str], str]):
@@ -467,20 +391,15 @@ class DreamWebEnv(gym.Env[dict[str, str], str]):
     ## Rewards
 
     0 on every non-final step. On the final step, the judge's verdict in {0, 1}; a dream that
-    took no valid action scores 0 without a judge call. ``reward_guards`` (off by default) make the
-    reward harder to game: judge self-consistency (an abstention scores 0 with
-    ``info["judge_abstained"]``), world-model uncertainty (a dream whose sampled next pages disagree
-    is cut, unrewarded or discounted) and gated early termination; see
-    :mod:`~dynaweb_env.envs.dream_guards`.
+    took no valid action scores 0 without a judge call. ``reward_guards`` (off by default) make it
+    harder to game (:mod:`~dynaweb_env.envs.dream_guards`).
 
     ## Episode End
 
     - Termination: the policy issues ``stop [answer]``, or the world model marks the next page as
       terminal (``[Episode ended]``).
-    - With ``reward_guards={"gate_termination": True}``, the world model's terminal mark ends the dream
-      only if the judge, asked then, says SUCCESS (else the dream goes on, ``info["termination_gated"]``).
-    - Truncation: with ``reward_guards={"world_model_samples": K, "uncertainty": "cut"}``, a step whose
-      world-model samples disagree (``end_reason="uncertain"``, reward 0, no judge call).
+    - Reward guards may gate the world model's terminal mark, or cut a dream whose world-model samples
+      disagree (truncation, ``end_reason="uncertain"``).
     - Truncation: ``dream_length`` steps (malformed ones included). Truncated dreams are judged too,
       so a dream that finishes a task without ``stop`` can still score.
     - Truncation: a world-model or judge backend failed (server down, HTTP error, malformed answer,
@@ -518,13 +437,10 @@ class DreamWebEnv(gym.Env[dict[str, str], str]):
     - ``max_new_tokens`` / ``judge_max_new_tokens``: generation budgets of the world model and judge.
     - ``max_axtree_chars``: character budget of the current tree in the world-model prompt.
     - ``reward_guards``: a dict of :class:`~dynaweb_env.envs.dream_guards.RewardGuards` fields, e.g.
-      ``{"judge_votes": 5}``, ``{"world_model_samples": 4, "uncertainty": "discount"}`` or
-      ``{"gate_termination": True}``. Default: none (the paper's dream).
+      ``{"judge_votes": 5}`` or ``{"gate_termination": True}``. Default: none (the paper's dream).
     - ``render_mode``: ``None`` or ``"ansi"``.
 
-    A world model or judge named by a spec is prompted in the style it was trained on: a shipped
-    adapter's (the paper's prompts) or the ``prompt_style`` that ``dynaweb-train-wm`` recorded beside
-    it (``"compact"`` by default); an untrained model gets the paper's prompts.
+    A model named by a spec is prompted in the style it was trained on (``model_prompt_style``).
 
     Models are loaded on the first step that needs them, so ``gym.make`` is cheap. The sampling seed
     of every model call is drawn from ``self.np_random``: the same seed and actions with

@@ -27,7 +27,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
-from ..world_model.judge import TrajectoryJudge
+from ..world_model.judge import JudgeVerdict, TrajectoryJudge
+from ..world_model.model import WebWorldModel, WorldModelRequest
 from ..world_model.parsing import WorldModelPrediction
 
 if TYPE_CHECKING:
@@ -121,6 +122,15 @@ class RewardGuards:
             return len({(sample.url, sample.axtree.strip()) for sample in samples}) > 1
         return False
 
+    def reward_of(self, verdict: JudgeVerdict, uncertain_steps: int, info: dict[str, Any]) -> float:
+        """A judged dream's reward under the guards; its verdict (and votes, uncertain steps) go into ``info``."""
+        info.update(judge_reasoning=verdict.reasoning, judge_error=verdict.error or "")
+        if verdict.votes:
+            info.update(judge_abstained=verdict.abstained, judge_votes=list(verdict.votes))
+        if uncertain_steps:
+            info["world_model_uncertain_steps"] = uncertain_steps
+        return self.uncertain_reward(verdict.reward, uncertain_steps)
+
     def uncertain_reward(self, reward: float, uncertain_steps: int) -> float:
         """The reward of a finished dream with ``uncertain_steps`` disagreeing steps (``cut`` dreams never get here)."""
         if uncertain_steps == 0:
@@ -128,6 +138,18 @@ class RewardGuards:
         if self.uncertainty == "no_reward":
             return 0.0
         return reward * self.uncertainty_discount**uncertain_steps
+
+
+def predict_with_disagreement(
+    world_model: WebWorldModel, guards: RewardGuards, requests: Sequence[WorldModelRequest], seed: int | None
+) -> tuple[list[WorldModelPrediction], list[bool]]:
+    """Each request's prediction, and whether its ``guards.world_model_samples`` samples disagreed (one call)."""
+    if not requests:
+        return [], []
+    if guards.world_model_samples == 1:
+        return world_model.predict(requests, seed=seed), [False] * len(requests)
+    samples = world_model.predict_samples(requests, guards.world_model_samples, seed=seed)
+    return [group[0] for group in samples], [guards.samples_disagree(group) for group in samples]
 
 
 def gate_termination(
@@ -168,4 +190,11 @@ def with_votes(judge: TrajectoryJudge, guards: RewardGuards) -> TrajectoryJudge:
     return voting
 
 
-__all__ = ["DISAGREEMENT_SIGNALS", "UNCERTAINTY_MODES", "RewardGuards", "gate_termination", "with_votes"]
+__all__ = [
+    "DISAGREEMENT_SIGNALS",
+    "UNCERTAINTY_MODES",
+    "RewardGuards",
+    "gate_termination",
+    "predict_with_disagreement",
+    "with_votes",
+]

@@ -9,12 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..data.start_states import StartState, load_start_states, sample_start_state
-from ..llm.base import GenerationBackend
+from ..llm.base import GenerationBackend, SamplingParams
+from ..world_model.judge import TrajectoryJudge
 from ..world_model.model import WebWorldModel
+from .dream_guards import RewardGuards, with_votes
+
+if TYPE_CHECKING:
+    from .dream import DreamDynamics
 
 
 def validate_dream_kwargs(
@@ -100,4 +106,79 @@ def choose_start_state(states: Sequence[StartState], rng: np.random.Generator, o
     return sample_start_state(candidates, rng)
 
 
-__all__ = ["choose_start_state", "load_task_start_states", "resolve_world_model", "validate_dream_kwargs"]
+def build_dynamics(
+    world_model: str | dict | GenerationBackend | WebWorldModel | None,
+    judge: str | dict | GenerationBackend | TrajectoryJudge | None,
+    dream_length: int,
+    world_model_temperature: float,
+    max_new_tokens: int,
+    judge_max_new_tokens: int,
+    max_axtree_chars: int,
+    output_mode: str | None = None,
+    reward_guards: RewardGuards | dict | None = None,
+) -> DreamDynamics:
+    """A :class:`DreamDynamics` whose models are built from these specs on first use (cheap to call).
+
+    Every argument is checked now (``ValueError`` for an out-of-range value or a malformed spec), not
+    at the first step; both dream envs build their dynamics here. A model named by a spec is prompted
+    in the style it was trained on (:func:`~dynaweb_env.models.model_prompt_style`).
+    """
+    from ..llm import parse_backend_spec  # light: no torch until a backend is built
+    from ..models import model_prompt_style
+
+    validate_dream_kwargs(dream_length, max_new_tokens, judge_max_new_tokens, world_model_temperature, max_axtree_chars)
+    world_model, output_mode = resolve_world_model(world_model, output_mode)
+    guards = RewardGuards.parse(reward_guards)
+
+    for spec in (world_model, judge):
+        if isinstance(spec, (str, dict)):
+            parse_backend_spec(spec)
+        elif (
+            spec is not None
+            and not callable(getattr(spec, "generate", None))
+            and not isinstance(spec, (WebWorldModel, TrajectoryJudge))
+        ):
+            raise ValueError(f"expected a backend spec, a backend or a model object, got {type(spec).__name__}")
+
+    def backend(spec: str | dict | GenerationBackend) -> GenerationBackend:
+        from ..llm import make_backend  # deferred: importing backends pulls in torch
+        from ..llm.batching import shared_batching_backend
+
+        # Shared per backend: envs stepped on several threads of one process batch their calls together.
+        return shared_batching_backend(make_backend(spec) if isinstance(spec, (str, dict)) else spec)
+
+    def make_world_model() -> WebWorldModel:
+        if isinstance(world_model, WebWorldModel):
+            return world_model
+        sampling = SamplingParams(temperature=world_model_temperature, top_p=0.9, max_new_tokens=max_new_tokens)
+        return WebWorldModel(
+            backend(world_model), sampling=sampling, max_axtree_chars=max_axtree_chars, output_mode=output_mode,
+            prompt_style=model_prompt_style(world_model),
+        )  # fmt: skip
+
+    def make_judge() -> TrajectoryJudge:
+        if isinstance(judge, TrajectoryJudge):
+            return with_votes(judge, guards)
+        sampling = SamplingParams(temperature=0.0, max_new_tokens=judge_max_new_tokens)
+        if judge is None:  # the world model's backend judges, in the world model's prompt style
+            judge_backend, style = dynamics.world_model.backend, dynamics.world_model.prompt_style
+        else:
+            judge_backend, style = backend(judge), model_prompt_style(judge)
+        return TrajectoryJudge(
+            judge_backend, sampling=sampling, prompt_style=style, votes=guards.judge_votes,
+            vote_temperature=guards.judge_vote_temperature,
+        )  # fmt: skip
+
+    from .dream import DreamDynamics  # here, not at the top: dream.py imports this module
+
+    dynamics = DreamDynamics(make_world_model, make_judge, dream_length, guards)
+    return dynamics
+
+
+__all__ = [
+    "build_dynamics",
+    "choose_start_state",
+    "load_task_start_states",
+    "resolve_world_model",
+    "validate_dream_kwargs",
+]
