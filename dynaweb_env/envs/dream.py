@@ -224,7 +224,9 @@ class DreamDynamics:
             for index, episode in enumerate(staged)
         ]
         gated = {i for i in asks if terminated[i] and self.guards.gate_termination and i not in failed}
-        rewards, verdicts = self._finish(staged, terminated, truncated, infos, seed, failed, uncertain_cut)
+        rewards, verdicts = self._finish(
+            staged, terminated, truncated, infos, seed, failed, uncertain_cut=uncertain_cut
+        )
         gated_verdicts = {i: verdicts[i] for i in gated if i in verdicts}
         gate_termination(staged, gated_verdicts, terminated, truncated, infos, self.dream_length)
         for episode, new in zip(episodes, staged, strict=True):
