@@ -208,7 +208,9 @@ class DreamDynamics:
         failed: dict[int, str] = {}
         try:
             requests = [_world_model_request(staged[i]) for i in asks]
-            predictions, disagreeing = predict_with_disagreement(self.world_model, self.guards, requests, seed)
+            # No request, no model: the world model is built (loaded) only when a step needs it.
+            world_model = self.world_model if requests else None
+            predictions, disagreeing = predict_with_disagreement(world_model, self.guards, requests, seed)
         except GenerationError as error:
             predictions, disagreeing, failed = [], [], dict.fromkeys(asks, f"world model: {error}")
         predicted = zip([] if failed else asks, predictions, disagreeing, strict=True)

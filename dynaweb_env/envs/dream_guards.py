@@ -141,10 +141,11 @@ class RewardGuards:
 
 
 def predict_with_disagreement(
-    world_model: WebWorldModel, guards: RewardGuards, requests: Sequence[WorldModelRequest], seed: int | None
+    world_model: WebWorldModel | None, guards: RewardGuards, requests: Sequence[WorldModelRequest], seed: int | None
 ) -> tuple[list[WorldModelPrediction], list[bool]]:
-    """Each request's prediction, and whether its ``guards.world_model_samples`` samples disagreed (one call)."""
-    if not requests:
+    """Each request's prediction, and whether its ``guards.world_model_samples`` samples disagreed (one call;
+    none, and no ``world_model`` needed, without requests)."""
+    if not requests or world_model is None:
         return [], []
     if guards.world_model_samples == 1:
         return world_model.predict(requests, seed=seed), [False] * len(requests)
