@@ -35,7 +35,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .collect import EXPLORE_POLICY, TEST_SEED_MODULUS, CollectConfig, collect, expert_tasks, policy_label
+from dynaweb_env.data.shipped import TEST_SEED_MODULUS
+
+from .collect import EXPLORE_POLICY, CollectConfig, collect, expert_tasks, policy_label
 
 #: The splits, each a set of task seeds (:func:`split_of_seed`).
 SPLITS = ("train", "validation", "test")

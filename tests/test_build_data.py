@@ -7,8 +7,9 @@ import json
 import pytest
 
 from dynaweb_env.data.io import read_trajectories
+from dynaweb_env.data.shipped import split_of
 from dynaweb_trainer.build_data import MANIFEST_FILE, main, parse_seeds, split_of_seed, verify
-from dynaweb_trainer.collect import expert_tasks, split_of
+from dynaweb_trainer.collect import expert_tasks
 
 
 def test_seeds_split_three_ways_and_agree_with_collect_on_test():
