@@ -32,7 +32,7 @@ from ..world_model.model import WebWorldModel, WorldModelRequest
 from ..world_model.parsing import WorldModelPrediction
 
 if TYPE_CHECKING:
-    from .dream import DreamEpisode
+    from .dream_episode import DreamEpisode
 
 #: What a dream with a disagreeing world-model step gets (see the module docstring).
 UNCERTAINTY_MODES = ("cut", "no_reward", "discount")

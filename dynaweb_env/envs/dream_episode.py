@@ -1,0 +1,111 @@
+"""One dream's state, and how a dream reads an action: as RealWeb-v0 does, with its words.
+
+Split from :mod:`dynaweb_env.envs.dream` so the step logic there reads on its own.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..actions import Action, read_action
+from ..data.start_states import StartState
+from ..navigation import NavigationPolicy
+from ..observation import axtree_element_ids, axtree_element_line, make_observation, render_observation
+from ..spaces import MAX_TEXT_LENGTH, fit_observation
+from ..world_model.judge import JudgeStep
+from ..world_model.model import WorldModelRequest
+
+
+@dataclass
+class DreamEpisode:
+    """The state of one dream: where it started, the current page, and what has been done."""
+
+    start: StartState
+    url: str
+    axtree: str
+    last_action: str = ""
+    last_action_error: str = ""
+    previous_action: str = ""
+    steps: list[JudgeStep] = field(default_factory=list)
+    answer: str | None = None
+    num_steps: int = 0
+    done: bool = False
+    #: ``(reward, info)`` of the step (or ``finish``) that ended the dream; ``None`` while it runs.
+    verdict: tuple[float, dict[str, Any]] | None = None
+    #: Steps whose world-model samples disagreed (``reward_guards.world_model_samples > 1``).
+    uncertain_steps: int = 0
+
+    @classmethod
+    def begin(cls, start: StartState) -> DreamEpisode:
+        previous = start.history[-1] if start.history else ""
+        return cls(start=start, url=start.url, axtree=start.axtree, last_action=previous, previous_action=previous)
+
+    def observation(self) -> dict[str, str]:
+        observation = make_observation(self.start.goal, self.url, self.axtree, self.last_action, self.last_action_error)
+        return fit_observation(observation)  # start states and predictions may be longer than the space admits
+
+    def reset_info(self) -> dict[str, Any]:
+        return {
+            "task_id": self.start.task_id,
+            "source": "dream",
+            "trajectory_id": self.start.trajectory_id,
+            "start_step_index": self.start.step_index,
+        }
+
+
+# Errors read as RealWeb-v0 reports them, so that a policy cannot tell a dream by its error messages.
+_MISSING_ELEMENT = 'ValueError: Could not find element with bid "{}"'  # BrowserGym's message
+
+
+def read_dream_action(text: Any, episode: DreamEpisode) -> tuple[Action | None, str, str, str]:
+    """``(action or None, action string to show, reasoning, error)`` for a bare action or a policy response.
+
+    The text is read as RealWeb-v0 reads it (:func:`~dynaweb_env.actions.read_action`). An element
+    action whose id is not in the current tree, and a navigation the real env would refuse, are
+    refused here with the real env's words, so the world model is never asked to imagine them.
+    """
+    read = read_action(text)
+    if read.action is None:
+        return None, read.shown, read.reasoning, read.error
+    action = read.action
+    if action.element_id is not None and action.element_id not in axtree_element_ids(episode.axtree):
+        return None, read.shown, read.reasoning, _MISSING_ELEMENT.format(action.element_id)
+    refusal = _navigation_refusal(action, episode)
+    return (None if refusal else action), read.shown, read.reasoning, refusal
+
+
+_LINK_URL = re.compile(r"""\burl=(?:'([^']*)'|"([^"]*)")""")
+
+
+def _navigation_refusal(action: Action, episode: DreamEpisode) -> str:
+    """Why RealWeb-v0 would refuse ``action`` as a navigation out of the task (``goto``, a link click), or ""."""
+    policy = NavigationPolicy.for_start_url(episode.start.url)
+    if action.name == "goto":
+        return policy.refusal(action.arg("url"), base_url=episode.url)
+    if action.name == "click":
+        link = _LINK_URL.search(axtree_element_line(episode.axtree, action.arg("element_id"), MAX_TEXT_LENGTH))
+        href = (link.group(1) or link.group(2)) if link else ""
+        if href and not href.lower().startswith("javascript:"):  # as the real env: a page's own script link runs
+            return policy.refusal(href, base_url=episode.url)
+    return ""
+
+
+def world_model_request(episode: DreamEpisode) -> WorldModelRequest:
+    return WorldModelRequest(
+        goal=episode.start.goal,
+        url=episode.url,
+        axtree=episode.axtree,
+        action=episode.last_action,
+        previous_action=episode.previous_action,
+    )
+
+
+def render_dream(episode: DreamEpisode) -> str:
+    """Text rendering of a dream's current state (``render_mode="ansi"``)."""
+    header = f"[dream {episode.start.task_id} step {episode.num_steps}{' (ended)' if episode.done else ''}]"
+    return header + "\n" + render_observation(episode.observation()) + "\n"
+
+
+__all__ = ["DreamEpisode", "read_dream_action", "render_dream", "world_model_request"]
