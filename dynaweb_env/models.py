@@ -327,51 +327,6 @@ def name_adapter_base(adapter_dir: str | os.PathLike[str], base_reference: str) 
     config_file.write_text(json.dumps(config, indent=2) + "\n")
 
 
-#: The adapter weights file peft writes and reads.
-ADAPTER_WEIGHTS_FILE = "adapter_model.safetensors"
-#: What :func:`ship_adapter` copies besides the weights: the config and the run's provenance (not the
-#: tokenizer: the base model has it).
-SHIPPED_FILES = (ADAPTER_CONFIG_FILE, "wm_sft_summary.json")
-
-
-def ship_adapter(source: str | os.PathLike[str], name: str) -> Path:
-    """Copy a trained adapter directory into the package as the shipped adapter ``name``.
-
-    Raises:
-        ValueError: If ``name`` is not in :data:`SHIPPED_ADAPTERS`, ``source`` is not an adapter of an
-            embedded model, or it was trained for another output mode than ``name`` is registered with.
-    """
-    if name not in SHIPPED_ADAPTERS:
-        raise ValueError(f"unknown shipped adapter {name!r}; known: {', '.join(SHIPPED_ADAPTERS)}")
-    source, adapter = Path(source), SHIPPED_ADAPTERS[name]
-    base = adapter_base(source)
-    if base not in EMBEDDED_MODELS:
-        raise ValueError(f"{source} must be a LoRA adapter of an embedded model (its base is {base!r})")
-    trained_mode = world_model_output_mode(str(source))
-    if adapter.output_mode and trained_mode not in (None, adapter.output_mode):
-        raise ValueError(f"{source} was trained for output_mode={trained_mode!r}, {name} is {adapter.output_mode!r}")
-    adapter.path.mkdir(parents=True, exist_ok=True)
-    for file_name in SHIPPED_FILES:
-        if (source / file_name).is_file():
-            shutil.copyfile(source / file_name, adapter.path / file_name)
-    _save_half_precision(source / ADAPTER_WEIGHTS_FILE, adapter.path / ADAPTER_WEIGHTS_FILE)
-    # The shipped adapter is prompted as its source was trained (read back by model_prompt_style).
-    info = {"output_mode": adapter.output_mode} if adapter.output_mode else {}
-    info["prompt_style"] = model_prompt_style(str(source))
-    (adapter.path / WORLD_MODEL_INFO_FILE).write_text(json.dumps(info) + "\n")
-    return adapter.path
-
-
-def _save_half_precision(source: Path, target: Path) -> None:
-    # float16 halves the package size; peft casts the weights back to the model's dtype on loading.
-    import torch
-    from safetensors.torch import load_file, save_file
-
-    weights = load_file(source)
-    save_file({k: v.to(torch.float16) if v.is_floating_point() else v for k, v in weights.items()}, target)
-    target.chmod(0o644)
-
-
 def _check_name(name: str) -> None:
     if name not in EMBEDDED_MODELS:
         raise ValueError(f"unknown embedded model {name!r}; known: {', '.join(EMBEDDED_MODELS)}")
@@ -497,6 +452,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ship.add_argument("name", choices=list(SHIPPED_ADAPTERS))
     args = parser.parse_args(argv)
     if args.command == "ship":
+        from .ship import ship_adapter  # here: ship.py imports this module
+
         print(f"{args.name}: {ship_adapter(args.source, args.name)}")
         return 0
     if args.command == "engine":

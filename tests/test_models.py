@@ -22,6 +22,7 @@ from dynaweb_env.models import (
     resolve_model,
     smollm2_gguf_path,
 )
+from dynaweb_env.ship import ADAPTER_WEIGHTS_FILE, ship_adapter
 
 
 @pytest.fixture()
@@ -178,7 +179,7 @@ def test_ship_adapter_copies_the_adapter_and_checks_its_mode(tmp_path, monkeypat
     _save_tiny_adapter(trained)
     target = tmp_path / "package" / "wm"
     monkeypatch.setitem(models.SHIPPED_ADAPTERS, "test-wm", models.ShippedAdapter("test-wm", str(target), "t", "patch"))
-    assert models.ship_adapter(trained, "test-wm") == target
+    assert ship_adapter(trained, "test-wm") == target
     assert sorted(p.name for p in target.iterdir()) == [
         "adapter_config.json",
         "adapter_model.safetensors",
@@ -188,8 +189,8 @@ def test_ship_adapter_copies_the_adapter_and_checks_its_mode(tmp_path, monkeypat
     from safetensors.torch import load_file
 
     shipped, trained_weights = (
-        load_file(target / models.ADAPTER_WEIGHTS_FILE),
-        load_file(trained / models.ADAPTER_WEIGHTS_FILE),
+        load_file(target / ADAPTER_WEIGHTS_FILE),
+        load_file(trained / ADAPTER_WEIGHTS_FILE),
     )
     assert {v.dtype for v in shipped.values()} == {torch.float16} and shipped.keys() == trained_weights.keys()
     assert all(torch.allclose(shipped[k].float(), trained_weights[k], atol=1e-3) for k in shipped)
@@ -197,13 +198,13 @@ def test_ship_adapter_copies_the_adapter_and_checks_its_mode(tmp_path, monkeypat
     assert models.model_prompt_style("test-wm") == "paper"  # nothing recorded: trained before prompt styles
     # The shipped adapter is prompted as it was trained: the style recorded beside the run goes with it.
     (trained / models.WORLD_MODEL_INFO_FILE).write_text('{"output_mode": "patch", "prompt_style": "compact"}')
-    models.ship_adapter(trained, "test-wm")
+    ship_adapter(trained, "test-wm")
     assert models.model_prompt_style("test-wm") == "compact" and models.world_model_output_mode("test-wm") == "patch"
     (trained / models.WORLD_MODEL_INFO_FILE).write_text('{"output_mode": "tree"}')
     with pytest.raises(ValueError, match="trained for output_mode='tree'"):
-        models.ship_adapter(trained, "test-wm")
+        ship_adapter(trained, "test-wm")
     with pytest.raises(ValueError, match="unknown shipped adapter"):
-        models.ship_adapter(trained, "nope")
+        ship_adapter(trained, "nope")
 
 
 @pytest.mark.parametrize("name", list(models.SHIPPED_ADAPTERS))
