@@ -160,6 +160,33 @@ def validate_conversation(conversation: Any) -> Conversation:
     return list(conversation)
 
 
+def chat_template_ids(tokenizer: Any, conversation: Conversation) -> list[int]:
+    """Token ids of ``tokenizer``'s chat template applied to ``conversation``, with the generation prompt.
+
+    The rendered template already holds every special token, so none are added (that would duplicate BOS).
+    Every local backend tokenizes chats this way, so the same conversation is the same ids in each.
+    """
+    text = tokenizer.apply_chat_template(
+        validate_conversation(conversation), add_generation_prompt=True, tokenize=False
+    )
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def checked_prompt_ids(prompt_ids: Sequence[Sequence[int]], vocab_size: int) -> list[list[int]]:
+    """``prompt_ids`` as lists of ints, checked before they reach a model.
+
+    Raises:
+        ValueError: If a prompt is empty or holds ids outside ``[0, vocab_size)``.
+    """
+    prompts = [list(map(int, ids)) for ids in prompt_ids]
+    for index, ids in enumerate(prompts):
+        if not ids:
+            raise ValueError(f"prompt {index} is empty")
+        if min(ids) < 0 or max(ids) >= vocab_size:
+            raise ValueError(f"prompt {index} has token ids outside [0, {vocab_size})")
+    return prompts
+
+
 def sequence_seeds(seed: int, count: int, *, bits: int = 62) -> list[int]:
     """Derive one seed per sequence from ``(seed, position)``, each below ``2**bits``.
 

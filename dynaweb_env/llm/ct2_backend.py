@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .base import Conversation, Generation, GenerationError, SamplingParams
+from .base import Conversation, Generation, GenerationError, SamplingParams, chat_template_ids, checked_prompt_ids
 from .ct2_convert import (
     DEFAULT_QUANTIZATION,
     ENGINE_INFO_FILE,
@@ -28,7 +28,7 @@ from .ct2_convert import (
     is_engine_dir,
     prepare_engine_model,
 )
-from .transformers_backend import sequence_seeds, shared_prefix_length, stop_text, validate_conversation
+from .transformers_backend import sequence_seeds, shared_prefix_length, stop_text
 
 DEFAULT_MAX_BATCH_SIZE = 16
 #: Fewest leading tokens a batch's prompts must share before they become the engine's static prompt.
@@ -197,10 +197,7 @@ class CT2Backend:
 
     def chat_prompt_ids(self, conversation: Conversation) -> list[int]:
         """Token ids of the chat template applied to ``conversation``, with the generation prompt."""
-        text = self.tokenizer.apply_chat_template(
-            validate_conversation(conversation), add_generation_prompt=True, tokenize=False
-        )
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        return chat_template_ids(self.tokenizer, conversation)
 
     def generate(self, conversations: Sequence[Conversation], params: SamplingParams) -> list[Generation]:
         """Generate one completion per chat conversation (chat template applied), in input order."""
@@ -212,13 +209,7 @@ class CT2Backend:
         Raises:
             ValueError: If a prompt is empty or holds ids outside the vocabulary.
         """
-        prompts = [list(map(int, ids)) for ids in prompt_ids]
-        vocab_size = len(self.tokenizer)
-        for index, ids in enumerate(prompts):
-            if not ids:
-                raise ValueError(f"prompt {index} is empty")
-            if min(ids) < 0 or max(ids) >= vocab_size:
-                raise ValueError(f"prompt {index} has token ids outside [0, {vocab_size})")
+        prompts = checked_prompt_ids(prompt_ids, len(self.tokenizer))
         if not prompts:
             return []
         seeded = params.seed is not None and not params.greedy

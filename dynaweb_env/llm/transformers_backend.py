@@ -22,6 +22,8 @@ from .base import (
     Generation,
     GenerationError,
     SamplingParams,
+    chat_template_ids,
+    checked_prompt_ids,
     cut_at_repeated_line,
     sequence_seeds,
     validate_conversation,
@@ -252,11 +254,7 @@ class TransformersBackend:
 
         These are exactly the ``prompt_ids`` :meth:`generate` feeds the model for that conversation.
         """
-        text = self.tokenizer.apply_chat_template(
-            validate_conversation(conversation), add_generation_prompt=True, tokenize=False
-        )
-        # The rendered template already holds every special token; adding more would duplicate BOS.
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        return chat_template_ids(self.tokenizer, conversation)
 
     def generate(self, conversations: Sequence[Conversation], params: SamplingParams) -> list[Generation]:
         """Generate one completion per chat conversation (chat template applied), in input order."""
@@ -269,13 +267,7 @@ class TransformersBackend:
         Raises:
             ValueError: If a prompt is empty or holds ids outside the vocabulary.
         """
-        prompts = [list(map(int, ids)) for ids in prompt_ids]
-        vocab_size = self.model.get_input_embeddings().num_embeddings
-        for index, ids in enumerate(prompts):
-            if not ids:
-                raise ValueError(f"prompt {index} is empty")
-            if min(ids) < 0 or max(ids) >= vocab_size:
-                raise ValueError(f"prompt {index} has token ids outside [0, {vocab_size})")
+        prompts = checked_prompt_ids(prompt_ids, self.model.get_input_embeddings().num_embeddings)
         if not prompts:
             return []
         seeds = _row_seeds(params.seed, len(prompts))

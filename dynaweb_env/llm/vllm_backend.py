@@ -9,7 +9,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from .base import Conversation, Generation, SamplingParams, cut_at_repeated_line, sequence_seeds, validate_conversation
+from .base import Conversation, Generation, SamplingParams, chat_template_ids, cut_at_repeated_line, sequence_seeds
 
 
 def _request_seeds(seed: int | None, count: int) -> list[int | None]:
@@ -56,10 +56,7 @@ class VLLMBackend:
 
     def chat_prompt_ids(self, conversation: Conversation) -> list[int]:
         """Token ids of the chat template applied to ``conversation``, with the generation prompt."""
-        text = self.tokenizer.apply_chat_template(
-            validate_conversation(conversation), add_generation_prompt=True, tokenize=False
-        )
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        return chat_template_ids(self.tokenizer, conversation)
 
     def generate(self, conversations: Sequence[Conversation], params: SamplingParams) -> list[Generation]:
         """Generate one completion per chat conversation in one engine call."""
