@@ -10,6 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import gymnasium as gym
 import pytest
+from local_server import serve_on_a_thread
 
 from dynaweb_env.axtree import axtree_element_ids
 from dynaweb_env.envs import END_REASONS
@@ -93,14 +94,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def server():
-    server = _ScriptedServer()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.release.set()
-    server.shutdown()
-    server.server_close()
-    thread.join(timeout=5)
+    yield from serve_on_a_thread(_ScriptedServer())
 
 
 def _backend(server: _ScriptedServer, mode: str, **kwargs) -> OpenAIBackend:

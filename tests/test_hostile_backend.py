@@ -13,6 +13,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from local_server import serve_on_a_thread
 
 from dynaweb_env.llm.base import BackendResponseError, BackendUnavailableError, SamplingParams
 from dynaweb_env.llm.openai_backend import OpenAIBackend
@@ -66,14 +67,7 @@ class _HostileServer(ThreadingHTTPServer):
 
 @pytest.fixture(scope="module")
 def server():
-    server = _HostileServer()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.release.set()
-    server.shutdown()
-    server.server_close()
-    thread.join(timeout=5)
+    yield from serve_on_a_thread(_HostileServer())
 
 
 def test_a_trickled_answer_is_cut_at_the_timeout(server) -> None:

@@ -1,7 +1,7 @@
 """Portable MiniWoB++ URLs: trajectory files name pages ``miniwob:///<task>.html``, never a machine's path.
 
-A real MiniWoB++ page is a ``file://`` URL inside the installed ``miniwob`` package
-(``file:///.../site-packages/miniwob/html/miniwob/click-button.html``), or an ``http://`` URL when
+A real MiniWoB++ page is a ``file://`` URL into the ``html/miniwob/`` directory of the installed
+``miniwob`` package, or an ``http://`` URL when
 ``$MINIWOB_URL`` points at a served copy. Written as is, a recording would carry the recording
 machine's install path, and on any other machine a dream started from it would show that path
 while the real env shows another: a policy could tell a dream from the real thing by its URL.
