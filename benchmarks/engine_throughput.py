@@ -47,7 +47,7 @@ from dynaweb_env.agent import policy_system_prompt
 from dynaweb_env.llm import make_backend
 from dynaweb_env.llm.base import SamplingParams
 from dynaweb_env.world_model import WebWorldModel, WorldModelRequest
-from dynaweb_env.world_model.model import DEFAULT_MAX_NEW_TOKENS
+from dynaweb_env.world_model.model import DEFAULT_MAX_AXTREE_CHARS, DEFAULT_MAX_NEW_TOKENS
 
 RESULTS = Path(__file__).parent / "results" / "engine_throughput.json"
 SECTIONS = (
@@ -88,9 +88,18 @@ def side_by_side(backends: dict[str, Any], prompts: list, params: SamplingParams
     return result
 
 
-def world_model_prompts(states, actions) -> list:
+def engine_backend(name: str, model: str, workers: int) -> Any:
+    """The ``name`` engine's backend for ``model``; the CTranslate2 one with ``workers`` engine workers."""
+    return make_backend(f"{name}:{model}", **({"workers": workers} if name == "ct2" and workers > 1 else {}))
+
+
+def world_model_prompts(states, actions, world_model: str = "smollm2-135m-wm") -> list:
+    """The world model's prompts for ``states`` and ``actions``, in the prompt style it was trained on."""
+    from dynaweb_env.models import model_prompt_style
+
     model = WebWorldModel.__new__(WebWorldModel)  # only its prompt building: no backend needed
-    model.max_axtree_chars, model.output_mode = 6000, "tree"
+    model.max_axtree_chars, model.output_mode = DEFAULT_MAX_AXTREE_CHARS, "tree"
+    model.prompt_style = model_prompt_style(world_model)
     return [
         model.build_messages(WorldModelRequest(state.goal, state.url, state.axtree, action))
         for state, action in zip(states, actions, strict=True)
@@ -107,12 +116,12 @@ def policy_prompts(tokenizer: Any, states) -> list:
     return [encoder.conversation(observation) for observation in observations]
 
 
-def dream_step(world_model: str, states, actions, save_partial) -> dict[str, Any]:
+def dream_step(world_model: str, states, actions, save_partial, workers: int = 1) -> dict[str, Any]:
     """8 dreams batched vs one by one, for each engine (the engine first: its ratio is the goal), each pair
     back to back so that the within-engine ratio sees the same load; ``save_partial`` after every run."""
     result: dict[str, Any] = {name: {} for name in ENGINES}
     for name in ("ct2", "transformers"):
-        backend = TimedBackend(make_backend(f"{name}:{world_model}"))
+        backend = TimedBackend(engine_backend(name, world_model, workers))
         for key, batched in (("batched", True), ("one_by_one", False)):
             result[name][key] = bench_dream(backend, states, actions, DEFAULT_MAX_NEW_TOKENS, batched=batched)
             save_partial(result)
@@ -198,8 +207,8 @@ def commands_before_after(demo: bool, gspo_step: bool, timeout: int) -> dict[str
 def generation_sections(args: argparse.Namespace, states, actions, results: dict, save) -> None:
     """World-model and policy tokens/s, single stream and batched, both engines interleaved."""
     greedy = SamplingParams(max_new_tokens=args.new_tokens, temperature=0.0)
-    backends = {name: make_backend(f"{name}:{args.world_model}") for name in ENGINES}
-    prompts = world_model_prompts(states, actions)
+    backends = {name: engine_backend(name, args.world_model, args.workers) for name in ENGINES}
+    prompts = world_model_prompts(states, actions, args.world_model)
     if args.single:
         print("world model, one prompt at a time ...", flush=True)
         results["world_model_single"] = side_by_side(backends, prompts[: args.single], greedy, batched=False)
@@ -211,7 +220,7 @@ def generation_sections(args: argparse.Namespace, states, actions, results: dict
     sampled = SamplingParams(max_new_tokens=args.new_tokens, temperature=0.7, top_p=0.9, seed=0)
     results["world_model_batched_sampled"] = side_by_side(backends, prompts, sampled, batched=True)
     save()
-    backends = {name: make_backend(f"{name}:{args.policy}") for name in ENGINES}
+    backends = {name: engine_backend(name, args.policy, args.workers) for name in ENGINES}
     rollout = SamplingParams(max_new_tokens=args.policy_tokens, temperature=0.7, top_p=0.9, seed=0)
     prompts = policy_prompts(backends["transformers"].tokenizer, states)
     if args.single:
@@ -232,6 +241,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--single", type=int, default=4, help="of which measured one at a time (0: skip)")
     parser.add_argument("--new-tokens", type=int, default=96, help="new tokens per world-model prompt")
     parser.add_argument("--policy-tokens", type=int, default=64, help="new tokens per policy turn")
+    parser.add_argument("--workers", type=int, default=1, help="CTranslate2 engine workers (CT2Backend workers)")
     parser.add_argument("--skip-dream", action="store_true", help="skip the 8-dream vector step")
     parser.add_argument("--skip-generate", action="store_true", help="skip the tokens/s sections")
     parser.add_argument("--update", action="store_true", help="add to --output's results instead of replacing them")
@@ -247,7 +257,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "commands": [*results.get("commands", []), command],
         "note": NOTE,
         "machine": {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count()},
-        "engine": "CTranslate2 int8 (dynaweb_env.llm.ct2_backend.CT2Backend)",
+        "engine": f"CTranslate2 int8 (dynaweb_env.llm.ct2_backend.CT2Backend, workers={args.workers})",
+        "load_average_at_start": [round(value, 1) for value in os.getloadavg()],
     })  # fmt: skip
     args.output.parent.mkdir(parents=True, exist_ok=True)
 
@@ -264,13 +275,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             results["dream_vector_step"] = partial
             save()
 
-        results["dream_vector_step"] = dream_step(args.world_model, states[:8], actions[:8], save_partial)
+        results["dream_vector_step"] = dream_step(args.world_model, states[:8], actions[:8], save_partial, args.workers)
         save()
     if args.sync:
         print("policy weight sync (--use-engine) ...", flush=True)
         results["policy_weight_sync"] = weight_sync_cost(args.policy, args.sync)
         save()
     results.update(commands_before_after(args.demo, args.gspo_step, args.timeout))
+    results["load_average_at_end"] = [round(value, 1) for value in os.getloadavg()]
     save()
     plot(results, args.output.with_suffix(".png"))
     print_summary(results)

@@ -106,6 +106,29 @@ def test_seeded_sampling_is_reproducible(engine):
     assert len({tuple(g.completion_ids) for g in group}) > 1
 
 
+def test_seeded_calls_sample_on_a_spare_engine_loaded_in_the_background(monkeypatch):
+    import threading
+
+    backend = make_backend("ct2:tiny-random", quantization="float32", cache=False)
+    loads = []
+    load = backend._new_generator
+    monkeypatch.setattr(
+        backend, "_new_generator", lambda *args: loads.append(threading.current_thread().name) or load(*args)
+    )
+    prefix = list(range(100, 140))  # a shared prefix: the spare computes its state before the next call
+    prompts = [prefix + [7, 8], prefix + [9, 10, 11]]
+    params = SamplingParams(max_new_tokens=8, temperature=1.0, top_p=1.0, seed=4)
+    first = backend.generate_from_ids(prompts, params)
+    assert loads[0] == "MainThread"  # the first seeded call loads its engine itself
+    for _ in range(2):
+        again = backend.generate_from_ids(prompts, params)
+        assert [g.completion_ids for g in again] == [g.completion_ids for g in first]
+    assert loads[1:] and all(name.startswith("ct2-spare") for name in loads[1:])  # later ones: in the background
+    assert backend._spare.result().cached == [tuple(prefix)]
+    backend.reload()  # the weight sync: a spare holding the old weights is replaced
+    assert backend.generate_from_ids(prompts, params)[0].completion_ids == first[0].completion_ids
+
+
 def test_stop_strings_end_a_sequence_in_the_engine(engine):
     # Seeded sampling: reproducible, and varied text to cut (the tiny model's greedy output is newlines).
     long = SamplingParams(max_new_tokens=24, temperature=1.0, top_p=1.0, seed=3)
@@ -167,6 +190,17 @@ def test_ragged_prompts_down_to_one_token_generate_as_alone(engine):
         together = engine.generate_from_ids(prompts, greedy)
         alone = [engine.generate_from_ids([ids], greedy)[0] for ids in prompts]
         assert [g.completion_ids for g in together] == [g.completion_ids for g in alone]
+
+
+def test_two_workers_run_split_calls_side_by_side_with_the_same_outputs(engine):
+    side_by_side = make_backend("ct2:tiny-random", quantization="float32", workers=2, cache=False)
+    prompts = [list(range(100, 104)), list(range(100, 400)), list(range(200, 206)), list(range(150, 420))]
+    assert len(plan_groups([len(ids) for ids in prompts], 8, 16)) > 1
+    greedy = SamplingParams(max_new_tokens=8, temperature=0)
+    ours = side_by_side.generate_from_ids(prompts, greedy)
+    assert [g.completion_ids for g in ours] == [g.completion_ids for g in engine.generate_from_ids(prompts, greedy)]
+    with pytest.raises(ValueError, match="workers"):
+        make_backend("ct2:tiny-random", quantization="float32", workers=0, cache=False)
 
 
 def test_plan_groups_splits_far_apart_lengths():

@@ -16,7 +16,9 @@ import contextlib
 import json
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +38,23 @@ MIN_STATIC_PROMPT = 16
 #: Most distinct static prompts whose state the engine keeps between calls (each ~46 KB per token for a
 #: 135M model): CTranslate2 never evicts a cached prompt state, so only prompts already seen are cached.
 MAX_CACHED_PROMPTS = 4
-# CTranslate2 keeps one random generator per worker thread, seeded from the global seed when the thread
-# first samples; a seeded call therefore runs on a fresh engine (new worker thread) under this lock.
+# CTranslate2 keeps one random generator per worker thread, seeded from the process-wide seed when the
+# thread first samples, and offers no way to re-seed it. A seeded call therefore samples on an engine
+# instance that has never sampled (a fresh worker thread), under this lock.
 _SEED_LOCK = threading.Lock()
+
+
+@dataclass(eq=False)
+class _Engine:
+    """One loaded CTranslate2 ``Generator`` and the prompt prefixes whose state it keeps."""
+
+    generator: Any
+    #: Prefixes whose state the engine keeps (CTranslate2 never evicts them).
+    cached: list[tuple[int, ...]] = field(default_factory=list)
+    #: Prefixes seen once, most recent first.
+    recent: list[tuple[int, ...]] = field(default_factory=list)
+    #: Used for one seeded call and dropped: keeps every prefix it computes.
+    disposable: bool = False
 
 
 def plan_groups(
@@ -107,9 +123,13 @@ class CT2Backend:
 
     Sampling: ``seed`` makes a call reproducible: the same prompts and seed give the same texts. Unlike the
     transformers backend, a sequence's sample depends on the other prompts of its batch (the engine draws
-    for the whole batch from one generator). A seeded sampling call runs on a fresh engine instance (the
-    engine cannot re-seed its worker thread), which costs a model load (~0.4-0.9 s for 135M int8) and
-    the cached prompt states; greedy and unseeded calls reuse the loaded engine.
+    for the whole batch from one generator). CTranslate2 seeds a worker thread's generator once, when the
+    thread first samples, and cannot re-seed it; so a seeded sampling call samples on a *spare* engine
+    instance that has never sampled, and drops it afterwards. The spare is loaded in a background thread
+    while each seeded call decodes (~0.5-0.8 CPU-seconds for 135M int8), and computes there the state of
+    the call's shared prompt prefix too (greedily, so its random generator stays untouched): the next
+    seeded call with the same prefix (the world model's system prompt) waits for neither. Greedy and
+    unseeded calls run on the loaded engine.
 
     Args:
         model: An embedded model name, a shipped adapter name, a local checkpoint or adapter directory
@@ -119,6 +139,10 @@ class CT2Backend:
         quantization: Weight type of the conversion (and the engine's compute type).
         max_batch_size: Most sequences decoded together.
         threads: CPU threads of the engine (default: the CPUs this process may use).
+        workers: Engine calls run side by side (CTranslate2 ``inter_threads``), each on ``threads // workers``
+            threads. A greedy or unseeded call whose prompts split into several engine calls
+            (:func:`plan_groups`) runs them in parallel; single-threaded workers also avoid the thread
+            barriers that stall a call on an oversubscribed CPU. Each worker keeps its own prompt states.
         model_name: Name for logs; default: ``"ct2:" + model``.
 
     Raises:
@@ -135,11 +159,15 @@ class CT2Backend:
         quantization: str = DEFAULT_QUANTIZATION,
         max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
         threads: int | None = None,
+        workers: int = 1,
         model_name: str | None = None,
     ) -> None:
         self._ct2 = import_ctranslate2()
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
+        self.workers = workers
         self.max_batch_size = max_batch_size
         self.device = device or "cpu"
         affinity = getattr(os, "sched_getaffinity", None)  # Linux: the CPUs this process may use
@@ -158,9 +186,11 @@ class CT2Backend:
         self.logits_temperature = float(info.get("logits_temperature", 1.0))
         self.eos_token_ids = self._eos_ids()
         self._lock = threading.Lock()
-        self._cached_prompts: list[tuple[int, ...]] = []  # prefixes whose state the engine keeps
-        self._recent_prompts: list[tuple[int, ...]] = []  # prefixes seen once, most recent first
-        self.generator = self._new_generator()
+        self._engine = _Engine(self._new_generator(self.workers))
+        # The spare engine for the next seeded call, loaded in the background once a seeded call was made.
+        self._loader: ThreadPoolExecutor | None = None
+        self._spare: Future[_Engine] | None = None
+        self._seeded_prefix: tuple[int, ...] | None = None  # the last seeded call's shared prefix
 
     @staticmethod
     def _load_tokenizer(path: Path) -> Any:
@@ -178,10 +208,20 @@ class CT2Backend:
             ids.update([value] if isinstance(value, int) else list(value or []))
         return sorted(ids)
 
-    def _new_generator(self) -> Any:
+    def _new_generator(self, workers: int = 1) -> Any:
         return self._ct2.Generator(
-            str(self.path), device=self.device, compute_type=self.compute_type, intra_threads=self.threads
-        )
+            str(self.path), device=self.device, compute_type=self.compute_type, inter_threads=workers,
+            intra_threads=max(1, self.threads // workers),
+        )  # fmt: skip
+
+    @property
+    def generator(self) -> Any:
+        """The loaded CTranslate2 ``Generator`` (greedy and unseeded calls run on it)."""
+        return self._engine.generator
+
+    @property
+    def _cached_prompts(self) -> list[tuple[int, ...]]:
+        return self._engine.cached
 
     def reload(self, path: str | os.PathLike[str] | None = None) -> None:
         """Load the converted model again, from ``path`` if given (the trainer's weight sync)."""
@@ -191,9 +231,47 @@ class CT2Backend:
                 info_file = self.path / ENGINE_INFO_FILE
                 info = json.loads(info_file.read_text()) if info_file.is_file() else {}
                 self.logits_temperature = float(info.get("logits_temperature", 1.0))
-            self._cached_prompts, self._recent_prompts = [], []
-            self.generator = None  # free the old weights before loading the new ones
-            self.generator = self._new_generator()
+            spare, self._spare = self._spare, None
+            if spare is not None and not spare.cancel():
+                spare.exception()  # it holds the old weights: let its load end, then drop it
+            self._engine = _Engine(None)  # free the old weights before loading the new ones
+            self._engine = _Engine(self._new_generator(self.workers))
+            if self._loader is not None:
+                self._load_next_spare()
+
+    def _seeded_engine(self) -> _Engine:
+        """An engine that has never sampled: the spare loaded in the background, else one loaded now.
+
+        The caller starts the next spare's load once the call has chosen its prefix, so consecutive
+        seeded calls do not wait for a load.
+        """
+        spare, self._spare = self._spare, None
+        engine = None
+        if spare is not None:
+            with contextlib.suppress(RuntimeError, OSError):  # a failed background load: load here instead
+                engine = spare.result()
+        engine = engine or _Engine(self._new_generator(), disposable=True)
+        return engine
+
+    def _load_next_spare(self) -> None:
+        """Start loading the next seeded call's engine, with the last seeded call's shared prefix computed."""
+        if self._loader is None:
+            self._loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ct2-spare")
+        prefixes = [self._seeded_prefix] if self._seeded_prefix else []
+        self._spare = self._loader.submit(self._load_spare, prefixes)
+
+    def _load_spare(self, prefixes: list[tuple[int, ...]]) -> _Engine:
+        """Load a fresh engine and compute the given prompt prefixes' states in it (greedily: CTranslate2
+        draws random numbers only when it samples, so the engine's generator is left unseeded)."""
+        engine = _Engine(self._new_generator(), disposable=True)
+        for prefix in prefixes:
+            tokens = self.tokenizer.convert_ids_to_tokens(list(prefix))
+            engine.generator.generate_batch(  # the state after ``static_prompt`` is what the engine keeps
+                [tokens[-1:]], static_prompt=tokens, cache_static_prompt=True, max_length=1, sampling_topk=1,
+                include_prompt_in_result=False,
+            )  # fmt: skip
+            engine.cached.append(prefix)
+        return engine
 
     def chat_prompt_ids(self, conversation: Conversation) -> list[int]:
         """Token ids of the chat template applied to ``conversation``, with the generation prompt."""
@@ -215,38 +293,52 @@ class CT2Backend:
         seeded = params.seed is not None and not params.greedy
         with contextlib.ExitStack() as stack:
             stack.enter_context(self._lock)
-            generator = self.generator
+            engine = self._engine
             if seeded:
+                engine = self._seeded_engine()
                 stack.enter_context(_SEED_LOCK)
                 self._ct2.set_random_seed(sequence_seeds(params.seed, 1, bits=31)[0])
-                generator = self._new_generator()
             results: list[Generation | None] = [None] * len(prompts)
             shared = shared_prefix_length(prompts) if len(prompts) > 1 else 0
             rests = [len(ids) - shared for ids in prompts]
             groups = plan_groups(rests, params.max_new_tokens, self.max_batch_size)
             # One prefix for the whole call: kept in the engine when several of its groups start from it.
-            static, keep = self._static_prompt(prompts, generator is self.generator, reused=len(groups) > 1)
-            for group in groups:
-                outputs = self._decode(generator, [prompts[i] for i in group], params, static, keep)
-                for index, generation in zip(group, outputs, strict=True):
+            static, keep = self._static_prompt(engine, prompts, reused=len(groups) > 1)
+            if seeded:
+                self._load_next_spare()  # loads while this call decodes
+            # Several engine calls run side by side on a multi-worker engine; a seeded call's engine has one
+            # worker, so its calls draw from its one generator in a fixed order.
+            side_by_side = self.workers > 1 and not engine.disposable
+            pending = [
+                (group, self._submit(engine.generator, [prompts[i] for i in group], params, static, keep, side_by_side))
+                for group in groups
+            ]
+            for group, collect in pending:
+                for index, generation in zip(group, collect(), strict=True):
                     results[index] = generation
         return results  # type: ignore[return-value]
 
-    def _static_prompt(self, prompts: list[list[int]], persistent: bool, reused: bool) -> tuple[list[int], bool]:
+    def _static_prompt(self, engine: _Engine, prompts: list[list[int]], reused: bool) -> tuple[list[int], bool]:
         """The prefix of every prompt to prefill once for the call, and whether the engine keeps its state.
 
         A prefix whose state the engine already holds costs nothing to prefill, but the rows' rests then
         start there; a longer prefix shared by the whole call (a GRPO group) is prefilled once but may be
         new. The cheaper of the two is taken. A new prefix is kept when several engine calls of this call
         start from it (``reused``) or when it comes back in a later call, and at most
-        :data:`MAX_CACHED_PROMPTS` are: the engine never evicts a kept state. A fresh engine (a seeded
-        call) keeps what it computes, since its cache goes with it.
+        :data:`MAX_CACHED_PROMPTS` are: the engine never evicts a kept state. A disposable engine (a seeded
+        call's) keeps what it computes, since its cache goes with it.
         """
         shared = shared_prefix_length(prompts) if len(prompts) > 1 else 0
         shared = shared if shared >= MIN_STATIC_PROMPT else 0
+        if engine.disposable:
+            # A seeded call splits its prompts where they part, whatever the engine holds, so that the
+            # numbers (hence the samples) depend on the call alone; its spare computed that prefix if the
+            # previous seeded call had the same one.
+            self._seeded_prefix = tuple(prompts[0][:shared]) if shared else None
+            return list(prompts[0][:shared]), bool(shared)
         known = [
             prefix
-            for prefix in (self._cached_prompts if persistent else [])
+            for prefix in engine.cached
             if all(len(ids) > len(prefix) and tuple(ids[: len(prefix)]) == prefix for ids in prompts)
         ]
         if known:
@@ -256,18 +348,28 @@ class CT2Backend:
         if not shared:
             return [], False
         prefix = tuple(prompts[0][:shared])
-        if not persistent:
-            return list(prefix), True
-        keep = (reused or prefix in self._recent_prompts) and len(self._cached_prompts) < MAX_CACHED_PROMPTS
+        keep = (reused or prefix in engine.recent) and len(engine.cached) < MAX_CACHED_PROMPTS
         if keep:
-            self._cached_prompts.append(prefix)
+            engine.cached.append(prefix)
         else:
-            self._recent_prompts = [prefix, *self._recent_prompts[:15]]
+            engine.recent = [prefix, *engine.recent[:15]]
         return list(prefix), keep
 
     def _decode(
         self, generator: Any, prompts: list[list[int]], params: SamplingParams, static: list[int], cache: bool
     ) -> list[Generation]:
+        return self._submit(generator, prompts, params, static, cache, asynchronous=False)()
+
+    def _submit(
+        self,
+        generator: Any,
+        prompts: list[list[int]],
+        params: SamplingParams,
+        static: list[int],
+        cache: bool,
+        asynchronous: bool,
+    ) -> Callable[[], list[Generation]]:
+        """Start one engine call (on any free worker if ``asynchronous``); returns what waits for its outputs."""
         rests = [len(ids) - len(static) for ids in prompts]
         if min(rests) == 1 and max(rests) > 1:
             # CTranslate2 prefills a call's prompts up to the shortest minus one token; when that is nothing,
@@ -283,7 +385,7 @@ class CT2Backend:
                 outputs.update(
                     zip(rest, self._decode(generator, [prompts[r] for r in rest], params, [], False), strict=True)
                 )
-                return [outputs[row] for row in range(len(prompts))]
+                return lambda: [outputs[row] for row in range(len(prompts))]
         skip = len(static)
         start_tokens = [self.tokenizer.convert_ids_to_tokens(ids[skip:]) for ids in prompts]
         completions: list[list[int]] = [[] for _ in prompts]
@@ -320,19 +422,28 @@ class CT2Backend:
         if static:
             options.update(static_prompt=self.tokenizer.convert_ids_to_tokens(static), cache_static_prompt=cache)
         try:
-            generator.generate_batch(start_tokens, **options)
+            handles = generator.generate_batch(start_tokens, asynchronous=asynchronous, **options)
         except (RuntimeError, ValueError) as error:
             raise GenerationError(f"CTranslate2 generation failed: {error}") from error
-        # The engine's log-probs are at its output layer's temperature: right only when that is the call's.
-        exact = self.logits_temperature == (1.0 if params.greedy else params.temperature)
-        generations = []
-        for row, ids in enumerate(prompts):
-            text = texts[row]
-            if text is None:
-                text = self.tokenizer.decode(completions[row], skip_special_tokens=True)
-            row_logprobs = [float(value) for value in logprobs[row]] if exact else []
-            generations.append(Generation(text, list(ids), completions[row], row_logprobs, finish[row]))
-        return generations
+
+        def collect() -> list[Generation]:
+            try:
+                for handle in handles if asynchronous else ():
+                    handle.result()
+            except (RuntimeError, ValueError) as error:
+                raise GenerationError(f"CTranslate2 generation failed: {error}") from error
+            # The engine's log-probs are at its output layer's temperature: right only when that is the call's.
+            exact = self.logits_temperature == (1.0 if params.greedy else params.temperature)
+            generations = []
+            for row, ids in enumerate(prompts):
+                text = texts[row]
+                if text is None:
+                    text = self.tokenizer.decode(completions[row], skip_special_tokens=True)
+                row_logprobs = [float(value) for value in logprobs[row]] if exact else []
+                generations.append(Generation(text, list(ids), completions[row], row_logprobs, finish[row]))
+            return generations
+
+        return collect
 
 
 __all__ = ["CT2Backend", "plan_groups"]
