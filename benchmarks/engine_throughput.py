@@ -10,7 +10,7 @@ load, the ratios are what count. Saved to ``benchmarks/results/engine_throughput
 - ``world_model_single`` / ``world_model_batched``: the shipped world model (``smollm2-135m-wm``) on the
   dream start states' world-model prompts (~1,000 tokens), greedy, one prompt at a time and all at once.
 - ``world_model_batched_sampled``: the same batch sampled as dreams sample it (temperature 0.7, seeded): a
-  seeded sampling call costs the engine a fresh instance (see ``CT2Backend``).
+  seeded sampling call samples on a spare engine instance loaded in the background (see ``CT2Backend``).
 - ``policy_single`` / ``policy_batched``: the policy (``smollm2-135m``) on its first-turn prompts, sampled
   as rollouts are (temperature 0.7, top-p 0.9, seeded).
 - ``dream_vector_step``: 8 dreams on the defaults (shipped world model), one step through
