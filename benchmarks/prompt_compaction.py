@@ -25,9 +25,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from dynaweb_env.models import resolve_model
 from dynaweb_env.world_model.prompts import PROMPT_STYLES
+from dynaweb_trainer.sft_base import cpu_supports_bf16
 from dynaweb_trainer.world_model_sft import (
     IGNORE_INDEX,
     WorldModelSFTConfig,
@@ -69,55 +71,120 @@ def token_counts(model: str, trajectories: list) -> dict:
     return counts
 
 
-def step_seconds(model: str, trajectories: list, kinds: list[str], examples: int, on_kind=None) -> dict:
-    """Seconds per LoRA SFT step of each kind and style, measured example by example with the styles alternating.
+#: Training variants timed side by side: name -> (prompt style, bf16 autocast). ``paper-fp32`` is how the shipped
+#: adapters were trained; ``compact-bf16`` is the default of new runs on a CPU with bf16 instructions.
+VARIANTS = {
+    "paper-fp32": ("paper", False),
+    "compact-fp32": ("compact", False),
+    "compact-bf16": ("compact", True),
+    "paper-bf16": ("paper", True),
+}
 
-    One trainer per style (``build_world_model_trainer``: the same LoRA model, loss and data order) runs
-    ``trainer.training_step`` (forward, loss on the target tokens, backward) on the first ``examples`` examples
-    of its data loader, the styles taking turns example by example, so a machine shared with other jobs slows
-    both alike. An optimizer step is ``gradient_accumulation_steps`` such examples plus AdamW on the LoRA weights
-    (negligible): its time is estimated as ``gradient_accumulation_steps`` x the mean seconds per example.
+
+def _lora_gradient(trainer) -> Any:
+    """The trainable parameters' gradients as one flat vector (then cleared)."""
+    import torch
+
+    grads = [
+        p.grad.detach().flatten().clone() for p in trainer.model.parameters() if p.requires_grad and p.grad is not None
+    ]
+    trainer.model.zero_grad(set_to_none=True)
+    return torch.cat(grads) if grads else torch.zeros(0)
+
+
+def step_seconds(
+    model: str, trajectories: list, kinds: list[str], variants: list[str], examples: int, on_kind=None
+) -> dict:
+    """Seconds, tokens and loss per training example of each kind and variant, the variants taking turns.
+
+    One trainer per variant (``build_world_model_trainer``: the same LoRA model, loss and data order; the
+    variant sets the prompt style and ``bf16``) runs ``trainer.training_step`` (forward, loss on the target
+    tokens, backward) on the first ``examples`` examples of its data loader, the variants taking turns example by
+    example (the order rotating), so a machine shared with other jobs slows all alike. An optimizer step is
+    ``gradient_accumulation_steps`` such examples plus AdamW on the LoRA weights (negligible): its time is
+    estimated as ``gradient_accumulation_steps`` x the mean seconds per example.
+
+    Variants of the same prompt style see the same examples at the same (initial) weights with the same dropout
+    seed, so their losses and gradients compare directly: ``bf16_vs_fp32`` gives the largest relative loss
+    difference and the smallest cosine similarity of the LoRA gradients over the examples.
     """
     import itertools
+
+    import torch
 
     from dynaweb_trainer.world_model_sft import build_world_model_trainer
 
     result = {}
     for kind in kinds:
         trainers, batches = {}, {}
-        for style in PROMPT_STYLES:
+        for variant in variants:
+            style, bf16 = VARIANTS[variant]
             config = WorldModelSFTConfig(
-                output_dir=tempfile.mkdtemp(), model_name_or_path=model, prompt_style=style, **KINDS[kind]
+                output_dir=tempfile.mkdtemp(), model_name_or_path=model, prompt_style=style, bf16=bf16, **KINDS[kind]
             )
+            torch.manual_seed(0)  # the same LoRA initialisation in every variant
             trainer, _ = build_world_model_trainer(config, trajectories)
             trainer.model.train()
             # Set by Trainer.train() for each step; training_step divides the loss by it.
             trainer.current_gradient_accumulation_steps = config.gradient_accumulation_steps
-            trainers[style] = trainer
-            batches[style] = list(itertools.islice(trainer.get_train_dataloader(), examples))
-        seconds: dict[str, list[float]] = {style: [] for style in PROMPT_STYLES}
-        tokens: dict[str, list[int]] = {style: [] for style in PROMPT_STYLES}
+            trainers[variant] = trainer
+            batches[variant] = list(itertools.islice(trainer.get_train_dataloader(), examples))
+        seconds: dict[str, list[float]] = {variant: [] for variant in variants}
+        tokens: dict[str, list[int]] = {variant: [] for variant in variants}
+        losses: dict[str, list[float]] = {variant: [] for variant in variants}
+        gradients: dict[str, list] = {variant: [] for variant in variants}
         for index in range(examples):
-            order = PROMPT_STYLES if index % 2 == 0 else tuple(reversed(PROMPT_STYLES))
-            for style in order:
-                trainer, batch = trainers[style], batches[style][index]
+            shift = index % len(variants)
+            for variant in variants[shift:] + variants[:shift]:
+                trainer, batch = trainers[variant], batches[variant][index]
+                torch.manual_seed(1000 + index)  # the same LoRA dropout masks in every variant
                 started = time.perf_counter()
-                trainer.training_step(trainer.model, batch)
-                seconds[style].append(round(time.perf_counter() - started, 2))
-                tokens[style].append(int(batch["input_ids"].numel()))
-                print(f"{kind} example {index} {style}: {seconds[style][-1]:.1f} s", file=sys.stderr, flush=True)
+                loss = trainer.training_step(trainer.model, batch)
+                seconds[variant].append(round(time.perf_counter() - started, 2))
+                tokens[variant].append(int(batch["input_ids"].numel()))
+                losses[variant].append(round(float(loss) * trainer.current_gradient_accumulation_steps, 5))
+                gradients[variant].append(_lora_gradient(trainer))
+                print(f"{kind} example {index} {variant}: {seconds[variant][-1]:.1f} s", file=sys.stderr, flush=True)
         accumulation = WorldModelSFTConfig(output_dir="/tmp/unused").gradient_accumulation_steps
-        means = {style: statistics.mean(values) for style, values in seconds.items()}
+        means = {variant: statistics.mean(values) for variant, values in seconds.items()}
         result[kind] = {
             "seconds_per_example": seconds,
             "tokens_per_example": tokens,
-            "mean_seconds_per_example": {style: round(mean, 2) for style, mean in means.items()},
-            "est_seconds_per_step": {style: round(accumulation * mean, 1) for style, mean in means.items()},
-            "compact_over_paper": round(means["compact"] / means["paper"], 3),
+            "loss_per_example": losses,
+            "mean_seconds_per_example": {variant: round(mean, 2) for variant, mean in means.items()},
+            "est_seconds_per_step": {variant: round(accumulation * mean, 1) for variant, mean in means.items()},
+            "tokens_per_second": {
+                variant: round(sum(tokens[variant]) / sum(seconds[variant]), 1) for variant in variants
+            },
+            "seconds_over_paper_fp32": {variant: round(means[variant] / means["paper-fp32"], 3) for variant in variants}
+            if "paper-fp32" in means
+            else None,
+            "bf16_vs_fp32": _precision_agreement(variants, losses, gradients),
         }
         if on_kind is not None:  # save each kind as it is measured: a long run interrupted keeps what it has
             on_kind(result)
     return result
+
+
+def _precision_agreement(variants: list[str], losses: dict, gradients: dict) -> dict:
+    """Per prompt style timed in both precisions: max relative loss difference, min gradient cosine similarity."""
+    import torch
+
+    agreement = {}
+    for style in PROMPT_STYLES:
+        low, full = f"{style}-bf16", f"{style}-fp32"
+        if low not in variants or full not in variants:
+            continue
+        relative = [abs(a - b) / max(abs(b), 1e-8) for a, b in zip(losses[low], losses[full], strict=True)]
+        cosine = [
+            float(torch.nn.functional.cosine_similarity(a, b, dim=0)) if a.numel() else None
+            for a, b in zip(gradients[low], gradients[full], strict=True)
+        ]
+        agreement[style] = {
+            "max_relative_loss_difference": round(max(relative), 5),
+            "min_gradient_cosine": round(min(c for c in cosine if c is not None), 5) if any(cosine) else None,
+        }
+    return agreement
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -125,15 +192,29 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--model", default="smollm2-135m", help="Embedded model whose tokenizer and weights are used.")
     parser.add_argument("--examples", type=int, default=4, help="Timed examples per style (0: tokens only).")
     parser.add_argument("--time", nargs="+", default=["world_model_tree", "judge"], choices=list(KINDS))
+    parser.add_argument(
+        "--variants",
+        nargs="+",
+        default=["paper-fp32", "compact-fp32", "compact-bf16"],
+        choices=list(VARIANTS),
+        help="Prompt style x precision variants timed side by side.",
+    )
+    parser.add_argument(
+        "--data",
+        nargs="+",
+        default=None,
+        help="Trajectory files or directories (default: the shipped data); their train split is used.",
+    )
     parser.add_argument("--output", default=str(RESULTS))
     args = parser.parse_args(argv)
-    trajectories = load_trajectories()  # the shipped training split, as dynaweb-train-wm reads it by default
+    # the training split, as dynaweb-train-wm reads it (default: the shipped data)
+    trajectories = load_trajectories(args.data)
     report = {
         "command": shlex.join(
             ["python", "benchmarks/prompt_compaction.py", *(argv if argv is not None else sys.argv[1:])]
         ),
         "model": args.model,
-        "data": {"trajectories": len(trajectories), "split": "train (shipped)"},
+        "data": {"trajectories": len(trajectories), "split": "train", "paths": args.data or "shipped"},
         "tokens_per_example": token_counts(args.model, trajectories),
     }
     print(json.dumps(report["tokens_per_example"], indent=2))
@@ -145,13 +226,14 @@ def main(argv: list[str] | None = None) -> dict:
             "timed_examples_per_style": args.examples,
             "examples_per_step": WorldModelSFTConfig(output_dir="/tmp/unused").gradient_accumulation_steps,
             "load_average_at_start": os.getloadavg()[0],
+            "cpu_supports_bf16": cpu_supports_bf16(),
         }
 
         def save(measured: dict) -> None:
             report["train_step"] = {**header, **measured}
             output.write_text(json.dumps(report, indent=2) + "\n")
 
-        save(step_seconds(args.model, trajectories, args.time, args.examples, on_kind=save))
+        save(step_seconds(args.model, trajectories, args.time, args.variants, args.examples, on_kind=save))
         print(json.dumps(report["train_step"], indent=2))
     return report
 

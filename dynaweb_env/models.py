@@ -271,6 +271,9 @@ def _recorded(spec: Any, key: str) -> str | None:
     if not isinstance(spec, (str, os.PathLike)):
         return None
     text = os.fspath(spec).strip()
+    prefix, colon, rest = text.partition(":")
+    if colon and prefix in ("ct2", "transformers", "hf"):  # a backend prefix names the same model or adapter
+        text = rest.strip()
     if text in SHIPPED_ADAPTERS and key == "output_mode":
         return SHIPPED_ADAPTERS[text].output_mode
     directory = SHIPPED_ADAPTERS[text].path if text in SHIPPED_ADAPTERS else Path(text).expanduser()

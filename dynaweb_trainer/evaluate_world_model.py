@@ -59,6 +59,10 @@ from dynaweb_env.world_model.parsing import WorldModelPrediction
 
 from .world_model_sft import is_terminal_transition, load_trajectories
 
+#: Settings recorded in the report (besides the seed).
+_SETTINGS = (
+    "max_depth", "max_new_tokens", "temperature", "batch_size", "max_axtree_chars", "limit", "max_per_task",
+)  # fmt: skip
 #: The reference world model that copies the current page.
 COPY_MODEL = "copy"
 DEFAULT_OUTPUT = "runs/eval-wm/wm_eval.json"
@@ -307,8 +311,26 @@ def build_world_model(spec: str, output_mode: str, max_new_tokens: int, temperat
     )  # fmt: skip
 
 
+def per_task_sample(trajectories: Sequence[Trajectory], max_per_task: int) -> list[Trajectory]:
+    """The first ``max_per_task`` trajectories of each (task, collecting policy) pair, in file order (``0``: all).
+
+    A sample that keeps every task and both the expert's and the exploration's trajectories, where ``--limit``
+    keeps the first tasks of a file only.
+    """
+    if max_per_task <= 0:
+        return list(trajectories)
+    taken: Counter[tuple[str, str]] = Counter()
+    sample = []
+    for trajectory in trajectories:
+        key = (trajectory.task_id, str(trajectory.metadata.get("policy", trajectory.source)))
+        if taken[key] < max_per_task:
+            taken[key] += 1
+            sample.append(trajectory)
+    return sample
+
+
 def evaluate_world_models(args: WorldModelEvalConfig, command: str) -> dict[str, Any]:
-    trajectories = load_trajectories(args.data, args.split)[: args.limit or None]
+    trajectories = per_task_sample(load_trajectories(args.data, args.split), args.max_per_task)[: args.limit or None]
     results: dict[str, dict[str, Any]] = {}
     for spec in args.world_models:
         # A trained world model is evaluated in the mode it was trained for; others in every requested mode.
@@ -341,15 +363,13 @@ def evaluate_world_models(args: WorldModelEvalConfig, command: str) -> dict[str,
         "data": [str(p) for p in args.data] if args.data else "builtin miniwob_small.jsonl + miniwob_explore.jsonl",
         "split": args.split,
         "trajectories": len(trajectories),
-        "settings": {
-            k: getattr(args, k)
-            for k in ("max_depth", "max_new_tokens", "temperature", "batch_size", "max_axtree_chars", "seed", "limit")
-        },
+        "tasks": len({t.task_id for t in trajectories}),
+        "settings": {k: getattr(args, k) for k in (*_SETTINGS, "seed")},
         "table": format_table(results),
         "results": results,
     }
     output.write_text(json.dumps(report, indent=2) + "\n")
-    if not args.judge_only:
+    if not args.judge_only and args.max_depth > 0:
         plot_drift(results, output.with_suffix(".png"))
     return report
 
@@ -367,7 +387,7 @@ class WorldModelEvalConfig:
             Trajectory JSONL files (default: the shipped expert and exploration data).
         split (`str` or `None`, *optional*, defaults to `"test"`):
             ``metadata["split"]`` to keep (``all``: every trajectory).
-        limit, max_depth, max_new_tokens, temperature, batch_size, max_axtree_chars, judge,
+        limit, max_per_task, max_depth, max_new_tokens, temperature, batch_size, max_axtree_chars, judge,
         judge_max_new_tokens, judge_only, seed, output: see each flag's help.
     """
 
@@ -382,7 +402,10 @@ class WorldModelEvalConfig:
     data: list[str] | None = field(default=None, metadata={"help": "Trajectory JSONL files (default: shipped)."})
     split: str | None = field(default="test", metadata={"help": "metadata['split'] to keep ('all': every one)."})
     limit: int = field(default=0, metadata={"help": "Use the first N trajectories (0: all)."})
-    max_depth: int = field(default=3, metadata={"help": "Deepest dream depth of the drift measure."})
+    max_per_task: int = field(
+        default=0, metadata={"help": "Use the first N trajectories of each task and collecting policy (0: all)."}
+    )
+    max_depth: int = field(default=3, metadata={"help": "Deepest dream depth of the drift measure (0: none)."})
     max_new_tokens: int = field(default=512, metadata={"help": "Token budget of one prediction."})
     temperature: float = field(default=0.0, metadata={"help": "World-model sampling temperature."})
     batch_size: int = field(default=8, metadata={"help": "Transitions per generate call."})
@@ -398,8 +421,9 @@ class WorldModelEvalConfig:
             raise ValueError("--judge-only with --no-judge measures nothing")
         if self.split is not None and self.split.lower() in ("all", "none", ""):
             self.split = None
-        for name in ("limit", "max_depth", "max_new_tokens", "batch_size", "max_axtree_chars", "judge_max_new_tokens"):
-            if getattr(self, name) < (0 if name in ("limit", "max_axtree_chars") else 1):
+        counts = ("limit", "max_per_task", "max_depth", "max_new_tokens", "batch_size", "max_axtree_chars")
+        for name in (*counts, "judge_max_new_tokens"):
+            if getattr(self, name) < (0 if name in ("limit", "max_per_task", "max_depth", "max_axtree_chars") else 1):
                 raise ValueError(f"--{name.replace('_', '-')} is out of range: {getattr(self, name)}")
 
 
@@ -431,6 +455,7 @@ __all__ = [
     "COPY_MODEL",
     "WorldModelEvalConfig",
     "parse_args",
+    "per_task_sample",
     "tree_scores",
     "evaluate_world_models",
     "format_table",

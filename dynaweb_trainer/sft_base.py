@@ -100,8 +100,13 @@ class TrajectorySFTConfig(SFTConfig, LoraSettings):
         import torch
 
         if self.bf16 is None:
-            # TRL turns bf16 on by default; on a CPU that is slow, so only where a GPU supports it.
-            self.bf16 = bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+            # TRL turns bf16 on by default. A GPU needs native bf16 support; a CPU needs bf16 matrix instructions
+            # (AVX-512 BF16 / AMX), where bf16 autocast about halves a LoRA step (benchmarks/prompt_compaction.py).
+            on_gpu = torch.cuda.is_available()
+            self.bf16 = bool(torch.cuda.is_bf16_supported() if on_gpu else cpu_supports_bf16())
+        if self.bf16 and not torch.cuda.is_available():
+            # transformers refuses bf16 without a bf16 GPU unless told the run is on CPU (then: autocast on CPU).
+            self.use_cpu = True
         if self.dataloader_pin_memory:
             # Pinning needs an accelerator; without one torch only warns at every epoch.
             self.dataloader_pin_memory = torch.cuda.is_available()
@@ -111,6 +116,14 @@ class TrajectorySFTConfig(SFTConfig, LoraSettings):
         if not self.model_name_or_path:
             raise ValueError("model_name_or_path must not be empty")
         super().__post_init__()
+
+
+def cpu_supports_bf16() -> bool:
+    """Whether this CPU multiplies bf16 matrices natively (AVX-512 BF16 or AMX), so bf16 autocast speeds training."""
+    import torch
+
+    checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    return any(bool(getattr(torch.cpu, check, lambda: False)()) for check in checks)
 
 
 def select_trajectories(
@@ -230,15 +243,20 @@ class LabelledHeadSFTTrainer(SFTTrainer):
         causal_lm = self.accelerator.unwrap_model(model)
         causal_lm = causal_lm.get_base_model() if hasattr(causal_lm, "get_base_model") else causal_lm
         backbone, head = causal_lm.base_model, causal_lm.get_output_embeddings()
-        hidden = backbone(
-            input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"], use_cache=False
-        ).last_hidden_state
+        # The backbone is called directly, not through the prepared model's forward that accelerate wraps in
+        # autocast: ``bf16`` (mixed precision) has to be entered here.
+        with self.accelerator.autocast():
+            hidden = backbone(
+                input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"], use_cache=False
+            ).last_hidden_state
         targets = inputs["labels"][:, 1:]
         labelled = targets != IGNORE_INDEX
         hidden, targets = hidden[:, :-1][labelled], targets[labelled]
 
         def score(hidden_chunk, target_chunk):
-            logps = torch.log_softmax(head(hidden_chunk).float(), dim=-1)
+            # The head runs in its own precision (fp32 on CPU) on the few labelled positions: bf16 logits over the
+            # whole vocabulary would cost log-probability precision for almost no time.
+            logps = torch.log_softmax(head(hidden_chunk.to(head.weight.dtype)).float(), dim=-1)
             entropy = -(logps.exp() * logps).sum(-1)
             is_top1 = logps.argmax(-1) == target_chunk
             return logps.gather(-1, target_chunk.unsqueeze(-1)).squeeze(-1), entropy, is_top1
@@ -277,6 +295,7 @@ __all__ = [
     "LabelledHeadSFTTrainer",
     "LoraSettings",
     "TrajectorySFTConfig",
+    "cpu_supports_bf16",
     "load_training_tokenizer",
     "resolve_checkpoint",
     "select_trajectories",

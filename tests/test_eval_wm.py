@@ -9,7 +9,7 @@ import pytest
 from dynaweb_env.data.shipped import EXPERT_TRAJECTORIES as BUILTIN_TRAJECTORIES
 from dynaweb_env.data.shipped import EXPLORATION_TRAJECTORIES as BUILTIN_EXPLORATION
 from dynaweb_env.world_model.judge import judge_cases
-from dynaweb_trainer.evaluate_world_model import main, parse_args, summarise, tree_scores
+from dynaweb_trainer.evaluate_world_model import main, parse_args, per_task_sample, summarise, tree_scores
 from dynaweb_trainer.world_model_sft import load_trajectories
 
 TREE = "RootWebArea 'x'\n\t[1] button 'a'\n\t[2] button 'b'"
@@ -56,9 +56,27 @@ def test_real_failures_are_judged_as_recorded():
     assert all(cases[t.id] == 0.0 and f"{t.id}/cut" not in cases for t in failures)
 
 
+def test_per_task_sample_keeps_every_task_and_policy():
+    from dynaweb_env.data.schema import Step, Trajectory
+
+    def record(name, task, policy):
+        return Trajectory(name, task, "g", "expert", [Step("u", TREE, "")], True, 1.0, {"policy": policy})
+
+    records = [record(f"{t}-{p}-{i}", t, p) for t in ("a", "b") for p in ("expert", "explore") for i in range(3)]
+    sample = per_task_sample(records, 2)
+    assert [r.id for r in sample] == [
+        "a-expert-0", "a-expert-1", "a-explore-0", "a-explore-1", "b-expert-0", "b-expert-1", "b-explore-0",
+        "b-explore-1",
+    ]  # fmt: skip
+    assert per_task_sample(records, 0) == records
+
+
 def test_bad_arguments_are_rejected():
     with pytest.raises(SystemExit):
-        parse_args(["--max-depth", "0"])
+        parse_args(["--max-depth", "-1"])
+    with pytest.raises(SystemExit):
+        parse_args(["--max-per-task", "-1"])
+    assert parse_args(["--max-depth", "0"]).max_depth == 0  # one-step fidelity only, no drift
     with pytest.raises(SystemExit):
         parse_args(["--output-modes", "xml"])
 

@@ -200,6 +200,8 @@ def test_ship_adapter_copies_the_adapter_and_checks_its_mode(tmp_path, monkeypat
     (trained / models.WORLD_MODEL_INFO_FILE).write_text('{"output_mode": "patch", "prompt_style": "compact"}')
     ship_adapter(trained, "test-wm")
     assert models.model_prompt_style("test-wm") == "compact" and models.world_model_output_mode("test-wm") == "patch"
+    # A backend prefix names the same adapter: the engine prompts it as it was trained.
+    assert models.model_prompt_style(f"ct2:{trained}") == "compact" == models.model_prompt_style("ct2:test-wm")
     (trained / models.WORLD_MODEL_INFO_FILE).write_text('{"output_mode": "tree"}')
     with pytest.raises(ValueError, match="trained for output_mode='tree'"):
         ship_adapter(trained, "test-wm")

@@ -247,6 +247,28 @@ def test_train_a_judge_adapter(tmp_path):
     assert verdict.raw  # the adapter loads and answers as a judge (a 1-step tiny model's verdict means nothing)
 
 
+@pytest.mark.parametrize("bf16", [None, False])
+def test_bf16_autocast_on_a_cpu_with_bf16_instructions(tmp_path, bf16):
+    """Unset, bf16 follows the hardware (a CPU with bf16 instructions: autocast); --bf16 false keeps fp32."""
+    from dynaweb_trainer.sft_base import cpu_supports_bf16
+
+    if torch.cuda.is_available():
+        pytest.skip("the CPU path")
+    config = WorldModelSFTConfig(output_dir=str(tmp_path), model_name_or_path="tiny-random", bf16=bf16)
+    expected = cpu_supports_bf16() if bf16 is None else False
+    assert config.bf16 is expected and config.use_cpu is expected
+    trainer, _ = build_world_model_trainer(config, [login_trajectory("a")])
+    layer = next(m for name, m in trainer.model.named_modules() if name.endswith("q_proj.base_layer"))
+    dtypes = set()
+    layer.register_forward_hook(lambda module, inputs, output: dtypes.add(output.dtype))
+    trainer.model.train()
+    trainer.current_gradient_accumulation_steps = 1
+    loss = trainer.training_step(trainer.model, next(iter(trainer.get_train_dataloader())))
+    # The labelled-head loss calls the backbone itself, outside accelerate's wrapped forward: autocast must hold.
+    assert dtypes == {torch.bfloat16 if expected else torch.float32}
+    assert torch.isfinite(loss) and all(p.dtype == torch.float32 for p in trainer.model.parameters())
+
+
 def test_trainer_dataset_keeps_the_mask_after_trl_preparation(tmp_path):
     config = WorldModelSFTConfig(output_dir=str(tmp_path), model_name_or_path="tiny-random", max_steps=1)
     trainer, stats = build_world_model_trainer(config, [login_trajectory("a")])
