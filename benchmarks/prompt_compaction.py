@@ -1,17 +1,22 @@
-"""Compact prompts vs the paper's: tokens per training example and seconds per LoRA SFT step, side by side.
+"""Compact prompts vs the paper's, fp32 vs bf16: tokens per training example and seconds per LoRA SFT step.
 
 Command (the one that produced ``benchmarks/results/prompt_compaction.json``)::
 
-    python benchmarks/prompt_compaction.py --examples 4 --time world_model_tree judge
+    python benchmarks/prompt_compaction.py --examples 3 --time world_model_patch judge \
+        --variants paper-fp32 compact-fp32 compact-bf16
 
-1. **Tokens per example** (exact, no training): every example ``dynaweb-train-wm`` builds from the shipped
-   training data, for the tree-mode and patch-mode world models and for the judge, tokenized with the model's
-   chat template, once with ``--prompt_style paper`` (the paper's long system prompts, as the shipped adapters
-   were trained) and once with ``--prompt_style compact``: mean tokens per example, prompt and target.
-2. **Seconds per training step**: the same LoRA SFT trainer (``dynaweb_trainer.world_model_sft``, its defaults:
-   4 examples per optimizer step), one per style, times ``training_step`` (forward, loss, backward) on the
-   same first ``--examples`` examples, the two styles alternating example by example, so a machine shared
-   with other jobs slows both alike (:func:`step_seconds`).
+1. **Tokens per example** (exact, no training): every example ``dynaweb-train-wm`` builds from the training
+   data (``--data``, default the shipped data; its train split), for the tree-mode and patch-mode world models and
+   for the judge, tokenized with the model's chat template, once with ``--prompt_style paper`` (the paper's long
+   system prompts, as the shipped adapters were first trained) and once with ``--prompt_style compact``: mean
+   tokens per example, prompt and target.
+2. **Seconds per training step**, before and after: the same LoRA SFT trainer (``dynaweb_trainer.world_model_sft``,
+   its defaults: 4 examples per optimizer step) in each ``--variants`` (prompt style x precision: ``paper-fp32``
+   is how the shipped adapters were trained, ``compact-bf16`` the default of new runs on a CPU with bf16
+   instructions) times ``training_step`` (forward, loss, backward) on the same first ``--examples`` examples,
+   the variants taking turns example by example, so a machine shared with other jobs slows all alike
+   (:func:`step_seconds`). The same examples at the same weights in both precisions also give the loss and
+   gradient agreement of bf16 autocast with fp32.
 """
 
 from __future__ import annotations
@@ -222,11 +227,14 @@ def main(argv: list[str] | None = None) -> dict:
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(report, indent=2) + "\n")
     if args.examples > 0:
+        import torch
+
         header = {
             "timed_examples_per_style": args.examples,
             "examples_per_step": WorldModelSFTConfig(output_dir="/tmp/unused").gradient_accumulation_steps,
             "load_average_at_start": os.getloadavg()[0],
             "cpu_supports_bf16": cpu_supports_bf16(),
+            "torch_threads": torch.get_num_threads(),
         }
 
         def save(measured: dict) -> None:

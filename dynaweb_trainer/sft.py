@@ -86,7 +86,8 @@ class PolicySFTConfig(TrajectorySFTConfig):
 
     > Defaults that differ from [`~trl.SFTConfig`]: `output_dir="runs/sft"`, `learning_rate=2e-4` (a LoRA
     > rate), `num_train_epochs=3`, `max_length=4096` (multi-turn episodes are long), `gradient_checkpointing=False`
-    > (small models on CPU: it only costs time), `bf16` on only where a CUDA device supports it, `logging_steps=1`,
+    > (small models on CPU: it only costs time), `bf16` (autocast) where a CUDA device or the CPU (AVX-512 BF16 /
+    > AMX) supports it (`--bf16 false`: fp32), `logging_steps=1`,
     > `save_steps=50`, `save_total_limit=2`, `report_to="none"`.
     """
 

@@ -28,6 +28,7 @@ Command line::
     dynaweb-train-wm --dataset_path labelled.jsonl --loss_on changes  # teacher labels, eq. 4 loss
     dynaweb-train-wm --output_mode patch --output_dir runs/wm-patch   # Δ as tree edits (world_model.patch)
     dynaweb-train-wm --output_dir runs/wm-smollm2 --resume_from_checkpoint last
+    dynaweb-train-wm --dataset_path data/miniwob-large/train --max_train_minutes 60   # a time budget, not a step count
     dynaweb-train-wm --examples judge --output_dir runs/judge        # the trajectory judge (real outcomes)
 
 ``--examples judge`` (or ``both``) trains the trajectory judge instead of (or besides) the world model: each
@@ -50,6 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from transformers import TrainerCallback
 from trl import TrlParser
 
 from dynaweb_env.data.schema import Trajectory
@@ -127,6 +129,11 @@ class WorldModelSFTConfig(TrajectorySFTConfig):
             adapter, so `DreamWeb-v0` prompts the trained model the same way.
         judge_max_axtree_chars (`int`, *optional*, defaults to `4000`):
             Character budget of the final tree in judge examples: the judge's own prompt budget.
+        max_train_minutes (`float`, *optional*, defaults to `0`):
+            Time budget of this run's training: after the first optimizer step that ends past it, a checkpoint is
+            saved and training stops as if it had reached `max_steps` (the adapter and summary are written). `0`: no
+            budget. On a shared CPU the seconds per step vary several-fold: a budget keeps a deadline that a step
+            count cannot.
         max_axtree_chars (`int`, *optional*, defaults to `6000`):
             Character budget of the current tree in the prompt and of the next tree in the target (`0`: no
             limit). The default is the world model's own prompt budget.
@@ -145,7 +152,8 @@ class WorldModelSFTConfig(TrajectorySFTConfig):
     > rate), `num_train_epochs=1` (the paper trains its world models for one epoch), `max_length=3072`,
     > `per_device_train_batch_size=1` with `gradient_accumulation_steps=4` (no padding; on CPU a batch of 4
     > examples of ~1.9k tokens needs ~20 GB for smollm2-135m, one needs ~9 GB), `gradient_checkpointing=False`
-    > (it saves memory at ~30% more time), `bf16` only where a CUDA device supports it, `logging_steps=1`,
+    > (it saves memory at ~30% more time), `bf16` (autocast) where a CUDA device or the CPU (AVX-512 BF16 / AMX)
+    > supports it (`--bf16 false`: fp32), `logging_steps=1`,
     > `save_steps=5` (a CPU epoch takes hours: checkpoint often, resume with `--resume_from_checkpoint last`),
     > `save_total_limit=2`, `report_to="none"`.
     """
@@ -187,6 +195,13 @@ class WorldModelSFTConfig(TrajectorySFTConfig):
         metadata={"help": "Character budget of the current and next trees (0: no limit)."},
     )
 
+    max_train_minutes: float = field(
+        default=0.0,
+        metadata={
+            "help": "Stop (and save) after the first step that ends past this many minutes of training (0: no limit)."
+        },
+    )
+
     # Defaults overridden from TrajectorySFTConfig / SFTConfig.
     num_train_epochs: float = field(default=1.0, metadata={"help": "Passes over the transitions (paper: 1)."})
     max_length: int | None = field(default=3072, metadata={"help": "Longest tokenized example; longer ones are cut."})
@@ -204,6 +219,8 @@ class WorldModelSFTConfig(TrajectorySFTConfig):
         check_prompt_style(self.prompt_style)
         if self.examples not in EXAMPLES:
             raise ValueError(f"examples must be one of {EXAMPLES}, got {self.examples!r}")
+        if not self.max_train_minutes >= 0:
+            raise ValueError(f"max_train_minutes must be >= 0, got {self.max_train_minutes}")
         if self.max_axtree_chars < 0 or self.judge_max_axtree_chars < 0:
             raise ValueError(
                 f"max_axtree_chars and judge_max_axtree_chars must be >= 0, got {self.max_axtree_chars} and "
@@ -215,6 +232,23 @@ class WorldModelSFTConfig(TrajectorySFTConfig):
 # ---------------------------------------------------------------------------------------------------
 # Training.
 # ---------------------------------------------------------------------------------------------------
+
+
+class TimeBudgetCallback(TrainerCallback):
+    """Stops training, with a checkpoint, after the first optimizer step that ends past ``seconds`` of training."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.started: float | None = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.started = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.started is not None and time.perf_counter() - self.started >= self.seconds:
+            control.should_save = True
+            control.should_training_stop = True
+        return control
 
 
 def build_world_model_trainer(
@@ -244,6 +278,8 @@ def build_world_model_trainer(
         processing_class=tokenizer,
         peft_config=config.peft_config(),
     )
+    if config.max_train_minutes > 0:
+        trainer.add_callback(TimeBudgetCallback(config.max_train_minutes * 60))
     return trainer, data.stats
 
 
@@ -287,6 +323,7 @@ def train_world_model(
         "examples": config.examples,
         "max_axtree_chars": config.max_axtree_chars,
         "max_length": config.max_length,
+        "max_train_minutes": config.max_train_minutes,
         "data": data_stats,
         "trainable_parameters": sum(p.numel() for p in trainer.model.parameters() if p.requires_grad),
         "steps": trainer.state.global_step,
@@ -353,6 +390,7 @@ __all__ = [
     "SUMMARY_FILE",
     "WorldModelSFTConfig",
     "WorldModelData",
+    "TimeBudgetCallback",
     "EXAMPLES",
     "load_trajectories",
     "is_terminal_transition",

@@ -139,8 +139,9 @@ def test_sft_trains_tiny_random_lora_and_resumes(tmp_path):
 def test_labelled_positions_head_matches_trl_loss_and_gradients(tmp_path):
     from trl import SFTTrainer
 
-    # No LoRA dropout: both passes must see the same network.
-    trainer, _ = build_sft_trainer(tiny_config(tmp_path, per_device_train_batch_size=2, lora_dropout=0.0),
+    # No LoRA dropout: both passes must see the same network. In fp32: TRL's head runs under bf16 autocast when
+    # bf16 is on, ours in fp32 (tests/test_train_wm.py checks autocast reaches the backbone).
+    trainer, _ = build_sft_trainer(tiny_config(tmp_path, per_device_train_batch_size=2, lora_dropout=0.0, bf16=False),
                                    [make_trajectory(0), make_trajectory(1), make_trajectory(2)])  # fmt: skip
     batch = trainer._prepare_inputs(next(iter(trainer.get_train_dataloader())))
     trainer.model.train()

@@ -226,6 +226,22 @@ def test_train_saves_a_loadable_adapter_and_resumes(tmp_path):
     assert resumed["steps"] == 3 and Path(resumed["resumed_from"]).name == "checkpoint-2"
 
 
+def test_time_budget_stops_with_a_saved_adapter(tmp_path):
+    data = tmp_path / "transitions.jsonl"
+    write_trajectories(data, [login_trajectory(f"t{i}") for i in range(3)])
+    out = tmp_path / "wm"
+    summary = main(
+        ["--model_name_or_path", "tiny-random", "--dataset_path", str(data), "--output_dir", str(out)]
+        + ["--max_steps", "50", "--per_device_train_batch_size", "1", "--gradient_accumulation_steps", "1"]
+        + ["--save_steps", "100", "--max_train_minutes", "1e-6"]
+    )
+    # The budget ran out in the first step: stopped there, checkpointed, adapter and summary written.
+    assert summary["steps"] == 1 and summary["max_train_minutes"] == 1e-6
+    assert (out / "checkpoint-1" / "trainer_state.json").is_file() and (out / "adapter_model.safetensors").is_file()
+    with pytest.raises(ValueError, match="max_train_minutes"):
+        WorldModelSFTConfig(output_dir=str(tmp_path), max_train_minutes=-1)
+
+
 def test_train_a_judge_adapter(tmp_path):
     from dynaweb_env.llm import make_backend
     from dynaweb_env.models import WORLD_MODEL_INFO_FILE, model_prompt_style
