@@ -133,3 +133,23 @@ def test_judge_only_measures_just_the_judge(tmp_path):
     assert not output.with_suffix(".png").exists()
     with pytest.raises(SystemExit):
         parse_args(["--judge-only", "--no-judge"])
+
+
+def test_heldout_snapshot_leaves_out_seeds_and_records_a_checksum(tmp_path):
+    import hashlib
+
+    from benchmark_scripts import load_benchmark
+
+    from dynaweb_env.data.io import write_trajectories
+    from dynaweb_env.data.schema import Step, Trajectory
+
+    steps = [Step("u", TREE, "click [1]"), Step("u", TREE, "")]
+    records = [Trajectory(f"t{seed}", "a", "g", "expert", steps, True, 1.0, {"seed": seed}) for seed in (3, 4, 8)]
+    write_trajectories(tmp_path / "validation.jsonl", records)
+    output, summary_path = tmp_path / "heldout.jsonl", tmp_path / "heldout.json"
+    summary = load_benchmark("heldout_snapshot").main(
+        ["--sources", str(tmp_path / "validation.jsonl"), "--output", str(output), "--summary", str(summary_path)]
+    )
+    assert summary["records"] == 2 and summary["seeds"] == [4, 8] and summary["transitions"] == 2
+    assert summary["sha256"] == hashlib.sha256(output.read_bytes()).hexdigest()
+    assert json.loads(summary_path.read_text())["tasks"] == {"a": 2}
