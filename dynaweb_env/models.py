@@ -267,7 +267,13 @@ WORLD_MODEL_INFO_FILE = "dynaweb_world_model.json"
 
 
 def _recorded(spec: Any, key: str) -> str | None:
-    """``key`` of a shipped adapter, or as recorded in a checkpoint directory's :data:`WORLD_MODEL_INFO_FILE`."""
+    """``key`` of a shipped adapter, or as recorded in a checkpoint directory's :data:`WORLD_MODEL_INFO_FILE`,
+    or as an ``openai:`` or dict spec states it (``openai:wm@http://host:8000/v1?prompt_style=compact``)."""
+    if isinstance(spec, dict) or (isinstance(spec, str) and spec.strip().startswith("openai:")):
+        from .llm import parse_backend_spec
+
+        options = parse_backend_spec(spec)
+        return options[key] if key in options else _recorded(options["model"], key)
     if not isinstance(spec, (str, os.PathLike)):
         return None
     text = os.fspath(spec).strip()

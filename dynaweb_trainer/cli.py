@@ -130,6 +130,14 @@ def train_main(argv: Sequence[str] | None = None) -> int:
     from .metrics import SaveAtEndCallback
     from .trainer import DynaWebTrainer
 
+    if args.use_vllm:
+        from .trainer_policy import require_vllm
+
+        try:
+            require_vllm()
+        except ImportError as error:
+            print(f"dynaweb-train: {error}", file=sys.stderr)
+            return 2
     checkpoint = resume_checkpoint(args)
     print(
         f"dynaweb-train: env={args.environment} policy={args.policy} world_model={args.world_model or 'shipped'} "
@@ -144,6 +152,8 @@ def train_main(argv: Sequence[str] | None = None) -> int:
         trainer.rollout_func.close()
     trainer.save_model(args.output_dir)
     summary = trainer.summary()
+    if not trainer.accelerator.is_main_process:  # one summary per run, not per process
+        return 0
     Path(args.output_dir).mkdir(parents=True, exist_ok=True)
     (Path(args.output_dir) / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     print("dynaweb-train: summary")

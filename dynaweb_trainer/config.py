@@ -321,12 +321,29 @@ class GSPOConfig(GRPOConfig, DreamEnvSettings, LoraSettings):
                 f"loss_type={self.loss_type!r}, beta={self.beta}: not the paper's GSPO (sequence, grpo, 0.0)",
                 stacklevel=2,
             )
+        self.use_cpu = self.use_cpu or _multi_process_without_accelerator()
         if self.bf16 is None and not self.fp16:
             # TRL turns bf16 on when unset; on a machine without an accelerator that only slows training down.
             import torch
 
             self.bf16 = bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
         super().__post_init__()
+
+
+def _multi_process_without_accelerator() -> bool:
+    """Whether this process is one of several (torchrun / ``accelerate launch``) on a machine without an accelerator.
+
+    transformers sets up gloo data parallelism on CPUs only when ``use_cpu`` is set; without it each
+    process would silently train its own copy of the model, with its own data, and never sync.
+    """
+    import os
+
+    import torch
+
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return False
+    accelerator = getattr(torch, "accelerator", None)
+    return not (accelerator.is_available() if accelerator is not None else torch.cuda.is_available())
 
 
 def preset_path(name: str) -> Path:

@@ -37,6 +37,7 @@ from .metrics import DynaWebProgressCallback, EnvStepCounter, RunClock, environm
 from .model_loading import last_checkpoint, load_model_and_tokenizer
 from .rollout_func import DynaWebRollout
 from .task_queries import build_train_dataset, real_tasks_of
+from .trainer_policy import require_vllm
 
 
 class DynaWebTrainer(GRPOTrainer):
@@ -72,6 +73,8 @@ class DynaWebTrainer(GRPOTrainer):
     ):
         if not isinstance(args, GSPOConfig):
             raise TypeError(f"args must be a GSPOConfig, got {type(args).__name__}")
+        if args.use_vllm:
+            require_vllm()
         if model is None or isinstance(model, (str, Path)):
             model, processing_class, _ = load_model_and_tokenizer(
                 model or args.policy, trainable=True, tokenizer=processing_class
@@ -126,13 +129,16 @@ class DynaWebTrainer(GRPOTrainer):
         compute and memory. On CPU this override runs the backbone once and the head (softmax over
         the vocabulary at ``self.temperature``) on the completion positions only, in
         checkpointed chunks. Anywhere else (GPU, multimodal, MoE aux loss, soft-capped or scaled
-        logits) TRL's own implementation runs. ``tests/test_gspo_loss.py`` checks both agree.
+        logits, several processes) TRL's own implementation runs. ``tests/test_gspo_loss.py`` checks both agree.
         """
         causal_lm = self.accelerator.unwrap_model(model)
         causal_lm = causal_lm.get_base_model() if hasattr(causal_lm, "get_base_model") else causal_lm
         config = causal_lm.config.get_text_config()
         if (
             input_ids.device.type != "cpu"
+            # Several processes: DDP syncs gradients only through the wrapped model's forward, which the
+            # shortcut below would bypass (the ranks' weights then drift apart, measured).
+            or self.accelerator.num_processes > 1
             or compute_aux_loss
             or any(value is not None for value in multimodal.values())
             or getattr(config, "final_logit_softcapping", None)
@@ -175,7 +181,25 @@ class DynaWebTrainer(GRPOTrainer):
             "real_env_steps": counter.real_env_steps,
             "expert_env_steps": counter.expert_env_steps,
             "last_checkpoint": last_checkpoint(self.args.output_dir),
+            "num_processes": self.accelerator.num_processes,
+            **({"rank_weight_digests": self.rank_weight_digests()} if self.accelerator.num_processes > 1 else {}),
         }
+
+    def rank_weight_digests(self) -> list[str]:
+        """Per process, a SHA-256 of the policy's parameters (collective: every process must call it).
+
+        Data-parallel processes must end with the same weights; one digest that differs is a run whose
+        ranks trained apart, which nothing else in the logs would show.
+        """
+        import hashlib
+
+        from accelerate.utils import gather_object
+
+        digest = hashlib.sha256()
+        for name, tensor in sorted(self.accelerator.unwrap_model(self.model).state_dict().items()):
+            digest.update(name.encode())
+            digest.update(tensor.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
+        return gather_object([digest.hexdigest()])
 
 
 def completion_logps_and_entropies(

@@ -11,6 +11,22 @@ import torch
 from dynaweb_env.llm.base import Generation, SamplingParams
 
 
+def require_vllm() -> None:
+    """``ImportError`` saying what ``--use-vllm`` needs when vLLM is not installed (checked before any model loads).
+
+    TRL's vLLM generation (``use_vllm``, colocate or server mode) needs vLLM and a CUDA GPU; everything else
+    in this module imports without it.
+    """
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        raise ImportError(
+            "--use-vllm generates rollouts with TRL's vLLM integration, which needs vLLM and a CUDA GPU: "
+            "pip install 'dynaweb[vllm]'. Without one, leave --use-vllm off (the transformers policy), or use "
+            "--use-engine (CTranslate2 on the CPU)."
+        )
+
+
 class VLLMPolicy:
     """A :class:`~dynaweb_env.llm.base.GenerationBackend` over the trainer's vLLM engine (``use_vllm``).
 
@@ -88,4 +104,4 @@ def trainer_policy(trainer: Any, max_batch_size: int = 64) -> Iterator[Any]:
         yield TransformersBackend(model, tokenizer=trainer.processing_class, max_batch_size=max_batch_size)
 
 
-__all__ = ["VLLMPolicy", "trainer_policy"]
+__all__ = ["VLLMPolicy", "require_vllm", "trainer_policy"]

@@ -19,13 +19,15 @@ Spec                            Backend
 ``openai:<model>@<base_url>``   an OpenAI-compatible server, e.g.
                                 ``openai:Qwen/Qwen2.5-7B-Instruct@http://127.0.0.1:8000/v1``;
                                 ``?timeout=S&retries=N`` after the URL bounds each request
-                                (default 120 s, 2 retries; see :mod:`.openai_backend`)
+                                (default 120 s, 2 retries; see :mod:`.openai_backend`);
+                                ``&prompt_style=compact|paper&output_mode=tree|patch`` say how the
+                                served world model or judge was trained (a server cannot tell)
 ``vllm:<model-or-path>``        in-process vLLM (``pip install dynaweb[vllm]``, GPU)
 ==============================  =================================================================
 
 A dict names the backend and its constructor arguments:
 ``{"backend": "transformers" | "ct2" | "openai" | "vllm", "model": ..., **kwargs}`` (``openai`` also takes
-``base_url``).
+``base_url``, and ``prompt_style`` / ``output_mode`` as above).
 
 Engine defaults: the shipped adapters are frozen models (world model, judge), so their bare names use
 the CTranslate2 engine wherever it is installed; ``transformers`` stays the reference and the fallback.
@@ -110,12 +112,29 @@ def _dict_spec(spec: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(f"backend spec {spec!r} needs a 'model'")
     if kind == "openai" and not options.get("base_url"):
         raise ValueError(f"openai backend spec {spec!r} needs a 'base_url'")
+    for key in SERVED_MODEL_OPTIONS:
+        if key in options:
+            _check_served_model_option(key, options[key], spec)
     options["backend"] = kind
     return options
 
 
 #: Query options of an ``openai:`` spec string -> (constructor argument, type).
 OPENAI_SPEC_OPTIONS: dict[str, tuple[str, type]] = {"timeout": ("timeout", float), "retries": ("max_retries", int)}
+#: Options of a spec that describe the model, not the connection: how a world model or judge was trained.
+#: A local checkpoint records them beside its weights (:func:`~dynaweb_env.models.model_prompt_style`); a
+#: server cannot, so an ``openai:`` spec states them.
+SERVED_MODEL_OPTIONS = ("prompt_style", "output_mode")
+
+
+def _check_served_model_option(key: str, value: Any, spec: Any) -> str:
+    from ..world_model.model import OUTPUT_MODES  # deferred: the world model package builds on this one
+    from ..world_model.prompts import PROMPT_STYLES
+
+    allowed = PROMPT_STYLES if key == "prompt_style" else tuple(OUTPUT_MODES)
+    if value not in allowed:
+        raise ValueError(f"option {key}={value!r} in {spec!r} must be one of {', '.join(allowed)}")
+    return value
 
 
 def _openai_spec(rest: str, spec: str) -> dict[str, Any]:
@@ -126,8 +145,12 @@ def _openai_spec(rest: str, spec: str) -> dict[str, Any]:
             url, _, query = url.partition("?")
             options: dict[str, Any] = {"backend": "openai", "model": model, "base_url": scheme[1:] + url}
             for key, value in parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query)):
+                if key in SERVED_MODEL_OPTIONS:
+                    options[key] = _check_served_model_option(key, value, spec)
+                    continue
                 if key not in OPENAI_SPEC_OPTIONS:
-                    raise ValueError(f"unknown option {key!r} in {spec!r}; known: {', '.join(OPENAI_SPEC_OPTIONS)}")
+                    known = ", ".join([*OPENAI_SPEC_OPTIONS, *SERVED_MODEL_OPTIONS])
+                    raise ValueError(f"unknown option {key!r} in {spec!r}; known: {known}")
                 name, kind = OPENAI_SPEC_OPTIONS[key]
                 try:
                     options[name] = kind(value)
@@ -195,6 +218,8 @@ def make_backend(
 def _build(options: dict[str, Any]) -> GenerationBackend:
     options = dict(options)
     kind = options.pop("backend")
+    for key in SERVED_MODEL_OPTIONS:  # facts about the model for its prompts, not backend arguments
+        options.pop(key, None)
     if kind == "openai":
         from .openai_backend import OpenAIBackend
 
@@ -228,6 +253,7 @@ __all__ = [
     "Generation",
     "GenerationBackend",
     "GenerationError",
+    "SERVED_MODEL_OPTIONS",
     "SamplingParams",
     "clear_backend_cache",
     "default_engine",
