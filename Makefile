@@ -50,7 +50,13 @@ demo: setup
 test: setup
 	$(PYTHON) -m pytest -q -m "not slow"
 
-test-slow: setup
+# The slow tests also serve the world model with transformers' OpenAI-compatible server (the serve extra).
+$(STAMPS)/serve: pyproject.toml $(STAMPS)/package
+	@echo "setup: installing dynaweb[serve]"
+	@$(PIP) install -e ".[$(EXTRAS),serve]" 2>&1 | sed "/^WARNING: Location/d"
+	@touch $@
+
+test-slow: setup $(STAMPS)/serve
 	$(PYTHON) -m pytest -q -m slow
 
 lint:

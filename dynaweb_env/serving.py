@@ -9,11 +9,12 @@ Then any OpenAI-compatible server serves it, e.g. transformers' own (``pip insta
     python -m dynaweb_env.serving export smollm2-135m-wm models/wm       # prints the spec to use
     python -m dynaweb_env.serving export smollm2-135m-judge models/judge
     transformers serve --host 127.0.0.1 --port 8000 --device cpu          # serves both, loaded on demand
-    dynaweb-train --env dream \\
-        --world-model 'openai:models/wm@http://127.0.0.1:8000/v1?timeout=600&prompt_style=paper&output_mode=tree' \\
-        --judge 'openai:models/judge@http://127.0.0.1:8000/v1?timeout=600&prompt_style=paper'
+    URL='http://127.0.0.1:8000/v1?timeout=600&vllm_extensions=0'
+    dynaweb-train --env dream --world-model "openai:models/wm@$URL&prompt_style=paper&output_mode=tree" \\
+        --judge "openai:models/judge@$URL&prompt_style=paper"
 
-(on a GPU: ``vllm serve models/wm``, and the model name in the spec is the one the server reports.)
+(on a GPU: ``vllm serve models/wm``, without ``vllm_extensions=0``; the model name in the spec is the one
+the server reports.) ``transformers serve`` refuses vLLM's extra request fields, hence ``vllm_extensions=0``.
 A server does not tell how its model was trained, so the spec says it (:func:`served_model_spec`):
 without ``prompt_style`` a served model is prompted in the paper's style and read in tree mode.
 """
@@ -62,6 +63,7 @@ def served_model_spec(
     trained_as: str | os.PathLike[str] | None = None,
     timeout: float | None = None,
     retries: int | None = None,
+    vllm_extensions: bool = True,
 ) -> str:
     """The ``openai:`` backend spec of a model on a server, stating how it was trained.
 
@@ -72,9 +74,13 @@ def served_model_spec(
             :func:`export_merged_model` directory); default: ``model`` itself.
         timeout: Seconds per request (see :mod:`dynaweb_env.llm.openai_backend`).
         retries: Retries after a refused connection or a 408/429/5xx answer.
+        vllm_extensions: ``False`` for a server that refuses vLLM's extra request fields
+            (``transformers serve`` answers them with HTTP 422).
     """
     facts = trained_as if trained_as is not None else model
-    query: dict[str, object] = {"timeout": timeout, "retries": retries, "prompt_style": model_prompt_style(facts)}
+    query: dict[str, object] = {"timeout": timeout, "retries": retries}
+    query["vllm_extensions"] = None if vllm_extensions else 0
+    query["prompt_style"] = model_prompt_style(facts)
     query["output_mode"] = world_model_output_mode(facts)
     text = urlencode({key: value for key, value in query.items() if value is not None}, safe="/:")
     return f"openai:{os.fspath(model)}@{base_url.rstrip('/')}?{text}"
@@ -92,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     directory = export_merged_model(args.reference, args.output_dir).resolve()
     print(f"exported {args.reference} to {directory}")
     print(f"serve:  transformers serve --host 127.0.0.1 --port 8000   (or: vllm serve {directory})")
-    print(f"spec:   {served_model_spec(directory, args.base_url, timeout=600)}")
+    print(f"spec:   {served_model_spec(directory, args.base_url, timeout=600, vllm_extensions=False)}")
     return 0
 
 

@@ -129,16 +129,15 @@ class DynaWebTrainer(GRPOTrainer):
         compute and memory. On CPU this override runs the backbone once and the head (softmax over
         the vocabulary at ``self.temperature``) on the completion positions only, in
         checkpointed chunks. Anywhere else (GPU, multimodal, MoE aux loss, soft-capped or scaled
-        logits, several processes) TRL's own implementation runs. ``tests/test_gspo_loss.py`` checks both agree.
+        logits) TRL's own implementation runs. ``tests/test_gspo_loss.py`` checks both agree. The shortcut
+        bypasses a DDP wrapper's forward, where DDP hooks its gradient sync, so with several processes
+        :meth:`training_step` averages the gradients itself.
         """
         causal_lm = self.accelerator.unwrap_model(model)
         causal_lm = causal_lm.get_base_model() if hasattr(causal_lm, "get_base_model") else causal_lm
         config = causal_lm.config.get_text_config()
         if (
             input_ids.device.type != "cpu"
-            # Several processes: DDP syncs gradients only through the wrapped model's forward, which the
-            # shortcut below would bypass (the ranks' weights then drift apart, measured).
-            or self.accelerator.num_processes > 1
             or compute_aux_loss
             or any(value is not None for value in multimodal.values())
             or getattr(config, "final_logit_softcapping", None)
@@ -149,10 +148,29 @@ class DynaWebTrainer(GRPOTrainer):
                 model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss,
                 **multimodal,
             )  # fmt: skip
+        self._unsynced_gradients = torch.is_grad_enabled() and self.accelerator.num_processes > 1
         with self.accelerator.autocast():
             return completion_logps_and_entropies(
                 causal_lm, input_ids, attention_mask, logits_to_keep, self.temperature, batch_size, compute_entropy
             )
+
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        """TRL's step, then, when the CPU shortcut computed the loss on several processes, the gradient
+        all-reduce DDP would have done (mean over processes), so that every rank takes the same step."""
+        self._unsynced_gradients = False
+        loss = super().training_step(model, inputs, num_items_in_batch)
+        if self._unsynced_gradients:
+            trainable = [parameter for parameter in model.parameters() if parameter.requires_grad]
+            for parameter in trainable:  # every rank must send the same layout, used by its batch or not
+                if parameter.grad is None:
+                    parameter.grad = torch.zeros_like(parameter)
+            gradients = [parameter.grad for parameter in trainable]
+            flat = torch.cat([gradient.reshape(-1) for gradient in gradients])
+            torch.distributed.all_reduce(flat)
+            flat /= self.accelerator.num_processes
+            for gradient, synced in zip(gradients, flat.split([g.numel() for g in gradients]), strict=True):
+                gradient.copy_(synced.view_as(gradient))
+        return loss
 
     def summary(self) -> dict[str, Any]:
         """What the run did: steps, time, success and expert share (first vs last log), checkpoint."""

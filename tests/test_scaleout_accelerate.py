@@ -72,7 +72,8 @@ def test_two_process_cpu_training_checkpoints_and_resume(tmp_path):
     assert sorted(ranks[0]) == sorted(ranks[1]) == [0, 1]
     for step in (0, 1):  # each rank ran its own share of the batch: no task query on both
         assert ranks[0][step] and ranks[1][step] and not ranks[0][step] & ranks[1][step], (step, ranks)
-    sources = {record.source for rank in (0, 1) for record in iter_trajectories(output_dir / f"episodes.rank{rank}.jsonl")}
+    logs = [output_dir / f"episodes.rank{rank}.jsonl" for rank in (0, 1)]
+    sources = {record.source for log in logs for record in iter_trajectories(log)}
     assert sources == {"dream", "expert"}
     assert {path.name for path in output_dir.glob("checkpoint-*")} == {"checkpoint-1", "checkpoint-2"}
 

@@ -54,6 +54,10 @@ def test_served_model_spec_reads_the_exported_facts(tmp_path):
     spec = served_model_spec(tmp_path, URL + "/", timeout=600, retries=1)
     assert spec == f"openai:{tmp_path}@{URL}?timeout=600&retries=1&prompt_style=compact&output_mode=tree"
     assert served_model_spec("judge", URL, trained_as="smollm2-135m-judge") == f"openai:judge@{URL}?prompt_style=paper"
+    plain = served_model_spec("judge", URL, vllm_extensions=False)
+    assert "vllm_extensions=0" in plain and make_backend(plain, cache=False).vllm_extensions is False
+    with pytest.raises(ValueError, match="flag"):
+        parse_backend_spec(f"openai:m@{URL}?vllm_extensions=maybe")
 
 
 def test_dream_env_prompts_a_served_model_in_its_stated_style():
@@ -75,17 +79,17 @@ def test_shipped_accelerate_config_launches_one_process_per_rank():
     assert (config.distributed_type.value, config.num_processes, config.num_machines) == ("MULTI_GPU", 2, 1)
 
 
-def test_ranks_without_an_accelerator_train_on_the_cpu(monkeypatch, tmp_path):
+def test_ranks_without_an_accelerator_train_on_the_cpu(monkeypatch):
     import torch
 
-    from dynaweb_trainer.config import GSPOConfig
+    from dynaweb_trainer.config import _multi_process_without_accelerator
 
     if torch.accelerator.is_available():  # pragma: no cover - GPU machines
         pytest.skip("an accelerator is present")
-    monkeypatch.setenv("WORLD_SIZE", "2")
-    assert GSPOConfig(output_dir=str(tmp_path)).use_cpu  # else transformers would not set up gloo DDP
+    monkeypatch.setenv("WORLD_SIZE", "2")  # as torchrun sets it: GSPOConfig then sets use_cpu (gloo DDP)
+    assert _multi_process_without_accelerator()
     monkeypatch.setenv("WORLD_SIZE", "1")
-    assert not GSPOConfig(output_dir=str(tmp_path)).use_cpu
+    assert not _multi_process_without_accelerator()
 
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed")

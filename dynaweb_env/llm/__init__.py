@@ -19,7 +19,8 @@ Spec                            Backend
 ``openai:<model>@<base_url>``   an OpenAI-compatible server, e.g.
                                 ``openai:Qwen/Qwen2.5-7B-Instruct@http://127.0.0.1:8000/v1``;
                                 ``?timeout=S&retries=N`` after the URL bounds each request
-                                (default 120 s, 2 retries; see :mod:`.openai_backend`);
+                                (default 120 s, 2 retries; see :mod:`.openai_backend`),
+                                ``&vllm_extensions=0`` for servers other than vLLM/SGLang;
                                 ``&prompt_style=compact|paper&output_mode=tree|patch`` say how the
                                 served world model or judge was trained (a server cannot tell)
 ``vllm:<model-or-path>``        in-process vLLM (``pip install dynaweb[vllm]``, GPU)
@@ -119,8 +120,22 @@ def _dict_spec(spec: dict[str, Any]) -> dict[str, Any]:
     return options
 
 
+def _flag(value: str) -> bool:
+    """``1``/``true``/``yes`` or ``0``/``false``/``no`` (``ValueError`` otherwise)."""
+    words = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
+    if value.strip().lower() not in words:
+        raise ValueError(value)
+    return words[value.strip().lower()]
+
+
+_flag.__name__ = "flag (0 or 1)"  # how the error message names the expected type
+
 #: Query options of an ``openai:`` spec string -> (constructor argument, type).
-OPENAI_SPEC_OPTIONS: dict[str, tuple[str, type]] = {"timeout": ("timeout", float), "retries": ("max_retries", int)}
+OPENAI_SPEC_OPTIONS: dict[str, tuple[str, Any]] = {
+    "timeout": ("timeout", float),
+    "retries": ("max_retries", int),
+    "vllm_extensions": ("vllm_extensions", _flag),  # 0 for servers that refuse vLLM's extra request fields
+}
 #: Options of a spec that describe the model, not the connection: how a world model or judge was trained.
 #: A local checkpoint records them beside its weights (:func:`~dynaweb_env.models.model_prompt_style`); a
 #: server cannot, so an ``openai:`` spec states them.
