@@ -21,17 +21,21 @@ world-model format errors, policy tokens/s); metrics also go to ``--report-to`` 
 wandb, ...). Checkpoints are written every ``--save-steps`` and at the end; ``summary.json`` in
 ``output_dir`` holds the run's summary.
 
-Scaling out:
+Scaling out (README "Scaling out" lists what was run, and what it measured):
 
-- **Several GPUs**: ``accelerate launch --num_processes 8 -m dynaweb_trainer.cli --preset paper``
-  (add ``--config_file fsdp.yaml`` to accelerate for FSDP; Table 3 used FSDP with parameter and
-  optimizer offloading). Each process runs its share of the rollouts with its own vector envs.
-- **World model / judge on a server**: any OpenAI-compatible endpoint (vLLM, SGLang, TGI):
-  ``--world-model openai:<model>@http://host:8000/v1`` (and ``--judge``); the dream env then makes
-  one batched request per step.
-- **Policy rollouts with vLLM**: ``--use-vllm --vllm-mode colocate`` (or ``server`` with
-  ``trl vllm-serve --model <policy>``); :class:`~dynaweb_trainer.trainer_policy.VLLMPolicy` sends each
-  turn's batch to TRL's vLLM engine, whose weights TRL syncs after every step.
+- **Several processes**: ``accelerate launch --num_processes 8 -m dynaweb_trainer.cli --preset paper``
+  on GPUs (add ``--config_file fsdp.yaml`` to accelerate for FSDP; Table 3 used FSDP with parameter and
+  optimizer offloading). On a machine without a GPU,
+  ``accelerate launch --config_file dynaweb_trainer/accelerate_configs/multi-cpu.yaml -m dynaweb_trainer.cli``
+  runs 2 ranks over gloo. Each process runs its share of the task queries with its own vector envs
+  (episodes in ``episodes.rank<N>.jsonl``); ``summary.json`` records a digest of every rank's weights.
+- **World model / judge on a server**: any OpenAI-compatible endpoint (vLLM, SGLang, ``transformers
+  serve``): ``--world-model 'openai:<model>@http://host:8000/v1?timeout=600&prompt_style=paper&output_mode=tree'``
+  (and ``--judge``); the spec states how the served model was trained, which a server cannot tell
+  (:mod:`dynaweb_env.serving` exports a shipped world model for a server and writes the spec).
+- **Policy rollouts with vLLM** (needs vLLM and a CUDA GPU): ``--use-vllm --vllm-mode colocate`` (or
+  ``server`` with ``trl vllm-serve --model <policy>``); :class:`~dynaweb_trainer.trainer_policy.VLLMPolicy`
+  sends each turn's batch to TRL's vLLM engine, whose weights TRL syncs after every step.
 """
 
 from __future__ import annotations
