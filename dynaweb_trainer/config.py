@@ -9,6 +9,7 @@ Defaults follow the paper (appendix A.3, Table 3) where it gives a value, and th
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,9 +58,19 @@ class DreamEnvSettings:
     include_intermediate: bool = field(
         default=True, metadata={"help": "Also start dreams from intermediate pages (paper)."}
     )
+    # `dict | str`: a YAML mapping arrives as a dict, a flag as a JSON string (as TrainingArguments' dict fields).
+    reward_guards: dict | str | None = field(
+        default=None,
+        metadata={
+            "help": "Reward guards of dreams: a JSON object of dynaweb_env.envs.dream_guards.RewardGuards fields, "
+            'e.g. \'{"judge_votes": 5}\' or \'{"group_judging": "votes", "judge_votes": 4}\' (default: none).'
+        },
+    )
 
     def validate_dream_settings(self) -> None:
-        """``ValueError`` for a setting DreamWeb-v0 would refuse."""
+        """``ValueError`` for a setting DreamWeb-v0 would refuse (``reward_guards`` is read into a dict here)."""
+        from dynaweb_env.envs.dream_guards import RewardGuards
+
         _require_positive(self, ("dream_length", "world_model_max_new_tokens", "judge_max_new_tokens"))
         if self.world_model_output_mode not in (None, "tree", "patch"):
             raise ValueError(
@@ -67,6 +78,15 @@ class DreamEnvSettings:
             )
         if self.world_model_temperature < 0:
             raise ValueError(f"world_model_temperature must be >= 0, got {self.world_model_temperature}")
+        guards = self.reward_guards
+        if isinstance(guards, str):
+            try:
+                guards = json.loads(guards) if guards.strip() not in ("", "none") else None
+            except json.JSONDecodeError as error:
+                raise ValueError(f"reward_guards must be a JSON object, got {self.reward_guards!r}: {error}") from None
+        # Checked now, not at the first dream; kept as given (only the fields set), so records stay short.
+        RewardGuards.parse(guards)
+        self.reward_guards = dict(guards) if guards else None
 
     def env_kwargs(self) -> dict[str, Any]:
         """The ``DreamWeb-v0`` keyword arguments of these settings (plus ``tasks`` when the config has them)."""
@@ -82,6 +102,7 @@ class DreamEnvSettings:
             "max_new_tokens": self.world_model_max_new_tokens,
             "judge_max_new_tokens": self.judge_max_new_tokens,
             "output_mode": self.world_model_output_mode,
+            "reward_guards": self.reward_guards,
         }
 
 
@@ -155,6 +176,11 @@ class GSPOConfig(GRPOConfig, DreamEnvSettings, LoraSettings):
             Trajectory JSONL file or directory of dream start states; `None`: the shipped MiniWoB++ set.
         include_intermediate (`bool`, *optional*, defaults to `True`):
             Also start dreams from intermediate pages of the recorded trajectories (paper).
+        reward_guards (`dict` or `None`, *optional*, defaults to `None`):
+            Reward guards of every dream (:class:`dynaweb_env.envs.dream_guards.RewardGuards` fields: judge votes,
+            world-model samples, gated termination, group-relative judging); a mapping in YAML, a JSON object as a
+            flag (`--reward-guards '{"judge_votes": 5}'`). `None`: none, the paper's dream. Recorded in the run's
+            `summary.json`.
 
         > Expert interleaving
 

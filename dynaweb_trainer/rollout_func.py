@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from dynaweb_env.llm.base import SamplingParams
+from dynaweb_env.llm.base import GenerationError, SamplingParams
 
 from .config import GSPOConfig
 from .encoding import EpisodeEncoder, encode_expert_trajectory
@@ -118,12 +118,42 @@ class DynaWebRollout:
                 for slot, episode in zip(slots, episodes, strict=True):
                     episode.task_id = episode.task_id or queries[slot]["task_id"]
                     results[slot] = episode
+        self.judge_groups(prompts, results, seed)
         for key, value in stats.__dict__.items():
             setattr(self.total_stats, key, getattr(self.total_stats, key) + value)
         count_env_steps(trainer, results)
         self.last_results = list(results)
         self.log_episodes(trainer, results)
         return rollout_output(results, stats)
+
+    def judge_groups(self, prompts: list[str], results: list[EpisodeResult | None], seed: int) -> None:
+        """Group-relative judging (``reward_guards.group_judging``): score the dreams of each group together.
+
+        A group is the slots of one prompt (TRL repeats each task query ``num_generations`` times), so a
+        group's dreams share their start state. Dreams the env left ``judge_pending`` get their group score as
+        reward, in place; a judge failure leaves them at reward 0 with ``backend_error`` (as a dream's would).
+        """
+        groups: dict[str, list[int]] = {}
+        for slot, result in enumerate(results):
+            if result is not None and result.source == "dream" and result.final_info.get("judge_pending"):
+                groups.setdefault(prompts[slot], []).append(slot)
+        if not groups:
+            return
+        slots = list(groups.values())
+        try:
+            scored = self.env("dream", len(prompts)).judge_groups(
+                [[results[slot].final_info for slot in group] for group in slots], seed=seed
+            )
+        except GenerationError as error:
+            for slot in (slot for group in slots for slot in group):
+                results[slot].final_info.update(judge_pending=False, backend_error=f"group judge: {error}")
+            return
+        for group, outcomes in zip(slots, scored, strict=True):
+            for slot, (reward, update) in zip(group, outcomes, strict=True):
+                result = results[slot]
+                # The pending dream earned 0 in the env: its reward is the group score alone.
+                result.reward, result.success = reward, reward >= 0.5
+                result.final_info.update(update)
 
     def expert_replays(
         self, prompts: list[str], queries: list[dict[str, Any]], rng: np.random.Generator

@@ -188,6 +188,7 @@ class DynaWebTrainer(GRPOTrainer):
             "train_seconds": self.clock.seconds,
             "environment": self.args.environment,
             "policy": self.args.policy,
+            "reward_guards": self.args.reward_guards if self.args.environment != "real" else None,
             "success_rate_first": mean("env/success_rate", head),
             "success_rate_last": mean("env/success_rate", tail),
             "policy_success_rate_last": mean("env/policy_success_rate", tail),

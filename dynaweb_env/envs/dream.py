@@ -25,7 +25,7 @@ from ..world_model.judge import DEFAULT_JUDGE_MAX_NEW_TOKENS, JudgeRequest, Judg
 from ..world_model.model import DEFAULT_MAX_AXTREE_CHARS, DEFAULT_MAX_NEW_TOKENS, WebWorldModel
 from . import END_REASONS
 from .dream_episode import DreamEpisode, read_dream_action, render_dream, world_model_request
-from .dream_guards import RewardGuards, gate_termination, predict_with_disagreement
+from .dream_guards import RewardGuards, gate_termination, predict_with_disagreement, score_groups
 from .dream_setup import (
     build_dynamics,
     choose_start_state,
@@ -231,6 +231,13 @@ class DreamDynamics:
             else:
                 # Nothing was done in the dream, so nothing can have been accomplished: no judge call.
                 infos[index].update(judge_reasoning="the dream took no valid action", judge_error="")
+        if self.guards.group_judging != "off":  # judged later with the dream's group (judge_groups)
+            for index in to_judge:
+                infos[index].update(judge_pending=True, judged=False, judge_reasoning="", judge_error="")
+                infos[index]["judge_request"] = dataclasses.asdict(self._judge_request(episodes[index]))
+                if episodes[index].uncertain_steps:
+                    infos[index]["world_model_uncertain_steps"] = episodes[index].uncertain_steps
+            to_judge = []
         try:
             requests = [self._judge_request(episodes[i]) for i in to_judge]
             verdicts = self.judge.judge(requests, seed=seed) if requests else []
@@ -249,6 +256,16 @@ class DreamDynamics:
             if episode.done and episode.verdict is None:
                 episode.verdict = (rewards[index], dict(infos[index]))
         return rewards, {index: verdict.reward for index, verdict in zip(to_judge, verdicts, strict=True)}
+
+    def judge_groups(
+        self, groups: Sequence[Sequence[dict[str, Any]]], seed: int | None = None
+    ) -> list[list[tuple[float, dict[str, Any]]]]:
+        """Group-relative rewards (``reward_guards.group_judging``) of finished dreams, given by their final
+        ``info``, grouped as the host groups them: ``(reward, info update)`` per dream, one judge call.
+        See :func:`~dynaweb_env.envs.dream_guards.score_groups`."""
+        if self.guards.group_judging == "off":
+            raise ValueError("judge_groups needs reward_guards.group_judging 'votes' or 'listwise'")
+        return score_groups(self.judge, self.guards, groups, seed)
 
     @staticmethod
     def _judge_request(episode: DreamEpisode) -> JudgeRequest:
@@ -329,7 +346,8 @@ class DreamWebEnv(gym.Env[dict[str, str], str]):
     dream's verdict: final steps without a backend failure) and, on the final step, ``end_reason``,
     ``judge_reasoning`` and ``judge_error``; with the reward guards also ``judge_abstained`` and
     ``judge_votes`` (votes), ``world_model_disagreement`` (on a step whose samples disagreed),
-    ``world_model_uncertain_steps`` and ``termination_gated``.
+    ``world_model_uncertain_steps`` and ``termination_gated``; with group-relative judging a finished dream
+    has reward 0, ``judge_pending`` and ``judge_request`` until the host scores its group.
 
     ## Arguments
 

@@ -18,6 +18,13 @@ which to turn on is to be chosen by measurement (``benchmarks/dream_rewards.py -
 - **Gated early termination** (``gate_termination=True``): the world model's terminal flag ends the
   dream only if the judge, asked at that step, says SUCCESS; otherwise the dream goes on from the
   predicted page (``info["termination_gated"] = True``). A ``stop`` always ends the dream.
+- **Group-relative judging, after ART's RULER** (``group_judging="votes"`` or ``"listwise"``,
+  :mod:`~dynaweb_env.world_model.group_judge`): a finished dream is not judged alone. It ends with
+  reward 0, ``info["judge_pending"] = True`` and its trajectory in ``info["judge_request"]``; the host
+  that knows the groups (``dynaweb-train``'s rollout function) then scores the G dreams of each group
+  together with one batched call, ``env.judge_groups(...)``, and uses those scores as rewards. ``"votes"``
+  scores each dream by its share of ``judge_votes`` SUCCESS votes (for a trained judge); ``"listwise"``
+  shows the judge the whole group at once.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
+from ..world_model.group_judge import GROUP_JUDGING_MODES, judge_groups, request_from_dict
 from ..world_model.judge import JudgeVerdict, TrajectoryJudge
 from ..world_model.model import WebWorldModel, WorldModelRequest
 from ..world_model.parsing import WorldModelPrediction
@@ -52,6 +60,9 @@ class RewardGuards:
         uncertainty: What a disagreeing step does to its dream: ``"cut"``, ``"no_reward"`` or ``"discount"``.
         uncertainty_discount: The factor per disagreeing step of ``uncertainty="discount"``, in ``[0, 1]``.
         gate_termination: End a dream on the world model's terminal flag only if the judge agrees.
+        group_judging: ``"off"``, ``"votes"`` (needs ``judge_votes > 1``) or ``"listwise"``: judge the dreams of a
+            group together (the host calls ``judge_groups``); not with ``gate_termination``, which needs a
+            verdict of one dream at the step it ends.
     """
 
     judge_votes: int = 1
@@ -61,6 +72,7 @@ class RewardGuards:
     uncertainty: str = "cut"
     uncertainty_discount: float = 0.5
     gate_termination: bool = False
+    group_judging: str = "off"
 
     def __post_init__(self) -> None:
         for name in ("judge_votes", "world_model_samples"):
@@ -79,6 +91,19 @@ class RewardGuards:
             raise ValueError(f"reward_guards.uncertainty_discount must be in [0, 1], got {self.uncertainty_discount!r}")
         if not isinstance(self.gate_termination, bool):
             raise ValueError(f"reward_guards.gate_termination must be a bool, got {self.gate_termination!r}")
+        self._check_group_judging()
+
+    def _check_group_judging(self) -> None:
+        if self.group_judging not in GROUP_JUDGING_MODES:
+            raise ValueError(
+                f"reward_guards.group_judging must be one of {GROUP_JUDGING_MODES}, got {self.group_judging!r}"
+            )
+        if self.group_judging == "votes" and self.judge_votes < 2:
+            raise ValueError("reward_guards.group_judging='votes' scores dreams by their votes: set judge_votes >= 2")
+        if self.group_judging == "listwise" and self.judge_votes > 1:
+            raise ValueError("reward_guards.group_judging='listwise' samples one judgement per group: judge_votes=1")
+        if self.group_judging != "off" and self.gate_termination:
+            raise ValueError("reward_guards.group_judging and gate_termination cannot be combined")
 
     @classmethod
     def parse(cls, value: RewardGuards | dict[str, Any] | None) -> RewardGuards:
@@ -109,6 +134,8 @@ class RewardGuards:
             on.append("world_model_samples")
         if self.gate_termination:
             on.append("gate_termination")
+        if self.group_judging != "off":
+            on.append("group_judging")
         return on
 
     def to_dict(self) -> dict[str, Any]:
@@ -124,7 +151,8 @@ class RewardGuards:
 
     def reward_of(self, verdict: JudgeVerdict, uncertain_steps: int, info: dict[str, Any]) -> float:
         """A judged dream's reward under the guards; its verdict (and votes, uncertain steps) go into ``info``."""
-        info.update(judge_reasoning=verdict.reasoning, judge_error=verdict.error or "")
+        # judge_reward: the verdict before any guard, so a record shows what each guard changed.
+        info.update(judge_reasoning=verdict.reasoning, judge_error=verdict.error or "", judge_reward=verdict.reward)
         if verdict.votes:
             info.update(judge_abstained=verdict.abstained, judge_votes=list(verdict.votes))
         if uncertain_steps:
@@ -182,6 +210,47 @@ def gate_termination(
             info.pop(key, None)
 
 
+def score_groups(
+    judge: TrajectoryJudge, guards: RewardGuards, groups: Sequence[Sequence[dict[str, Any]]], seed: int | None
+) -> list[list[tuple[float, dict[str, Any]]]]:
+    """Group-relative rewards: the final ``info`` of each group's dreams in, ``(reward, info update)`` out.
+
+    Dreams whose info has no ``judge_pending`` (cut, failed, never acted: already rewarded 0) are left out of
+    their group's judgement and keep reward 0. A dream's score is then treated as a verdict would be: the
+    world-model uncertainty guard applies to it (``discount``, ``no_reward``). One backend call for all groups.
+
+    Raises:
+        GenerationError: If the judge's backend fails (the caller decides: ``dynaweb-train`` keeps reward 0).
+    """
+    pending = [[info for info in group if info.get("judge_pending")] for group in groups]
+    requests = [[request_from_dict(info["judge_request"]) for info in group] for group in pending]
+    scored = iter(judge_groups(judge, requests, guards.group_judging, seed=seed))
+    outcomes = []
+    for group, waiting in zip(groups, pending, strict=True):
+        scores = next(scored)
+        by_id = {id(info): index for index, info in enumerate(waiting)}
+        results = []
+        for info in group:
+            if id(info) not in by_id:
+                results.append((0.0, {}))
+                continue
+            index = by_id[id(info)]
+            score = scores.scores[index]
+            update = {
+                "judge_pending": False,
+                "judged": True,
+                "group_score": score,
+                "group_rank": scores.ranks[index],
+                "group_size": len(waiting),
+                "judge_error": scores.error or "",
+                "judge_reasoning": f"group-relative ({guards.group_judging}): score {score:.2f}, "
+                f"rank {scores.ranks[index]} of {len(waiting)}",
+            }
+            results.append((guards.uncertain_reward(score, info.get("world_model_uncertain_steps", 0)), update))
+        outcomes.append(results)
+    return outcomes
+
+
 def with_votes(judge: TrajectoryJudge, guards: RewardGuards) -> TrajectoryJudge:
     """A ready judge as given, or (``guards.judge_votes > 1``) a copy voting that many times."""
     if guards.judge_votes == 1:
@@ -197,5 +266,6 @@ __all__ = [
     "RewardGuards",
     "gate_termination",
     "predict_with_disagreement",
+    "score_groups",
     "with_votes",
 ]

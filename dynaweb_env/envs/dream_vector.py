@@ -171,6 +171,14 @@ class DreamWebVectorEnv(VectorEnv):
         self._autoreset = terminations | truncations
         return self._gather_observations(), rewards, terminations, truncations, infos
 
+    def judge_groups(
+        self, groups: Sequence[Sequence[dict[str, Any]]], seed: int | None = None
+    ) -> list[list[tuple[float, dict[str, Any]]]]:
+        """Group-relative rewards (``reward_guards.group_judging``) of finished dreams given by their final
+        ``info``, grouped by the host (e.g. the G rollouts of one GSPO query): ``(reward, info update)`` per
+        dream, with one batched judge call (:meth:`~dynaweb_env.envs.dream.DreamDynamics.judge_groups`)."""
+        return self.dynamics.judge_groups(groups, seed)
+
     def render(self) -> tuple[str, ...] | None:
         if self.render_mode is None:
             return None
