@@ -47,12 +47,15 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 from tqdm.auto import tqdm
 
 import dynaweb_env  # noqa: F401  (registers the envs)
 from dynaweb_env.data.io import iter_trajectories
 from dynaweb_env.data.schema import Trajectory
+from dynaweb_env.data.shipped import split_of
 from dynaweb_env.data.start_states import StartState, builtin_start_states_path
+from dynaweb_env.envs.dream_episode import DreamEpisode
 from dynaweb_env.envs.dream_guards import RewardGuards
 from dynaweb_env.models import DEFAULT_WORLD_MODELS, TRAINED_JUDGE
 
@@ -94,17 +97,18 @@ def replay(env: gym.Env, dream: Trajectory) -> dict[str, Any]:
     }
 
 
-def compare(rows: Sequence[dict[str, Any]], reward: str = "dream_reward") -> dict[str, Any]:
+def compare(rows: Sequence[dict[str, Any]], reward: str = "dream_reward", threshold: float = 1.0) -> dict[str, Any]:
     """Agreement, the judge's precision and recall against the real outcome, and the 2x2 counts.
 
-    ``reward`` names the row's dream reward (rows without one are left out: demonstrations have no recorded one).
+    ``reward`` names the row's dream reward (rows without one are left out: demonstrations have no recorded one);
+    a reward of at least ``threshold`` counts as judged SUCCESS.
     """
     rows = [row for row in rows if row.get(reward) is not None]
     compared = [row for row in rows if row["replayed"]]
     counts = {"judged_success_real_success": 0, "judged_success_real_failure": 0}
     counts |= {"judged_failure_real_success": 0, "judged_failure_real_failure": 0}
     for row in compared:
-        judged = "judged_success" if row[reward] >= 1 else "judged_failure"
+        judged = "judged_success" if row[reward] >= threshold else "judged_failure"
         real = "real_success" if row["real_reward"] >= 1 else "real_failure"
         counts[f"{judged}_{real}"] += 1
     judged_success = counts["judged_success_real_success"] + counts["judged_success_real_failure"]
@@ -122,10 +126,18 @@ def compare(rows: Sequence[dict[str, Any]], reward: str = "dream_reward") -> dic
     }
 
 
-def demonstration_dreams(count: int) -> list[Trajectory]:
-    """Dreams from the first ``count`` held-out multi-action demonstrations: all actions, and all but the last."""
+def demonstration_dreams(count: int, path: Path | None = None) -> list[Trajectory]:
+    """Dreams from the first ``count`` held-out multi-action demonstrations: all actions, and all but the last.
+
+    ``path``: a trajectory JSONL (e.g. ``dynaweb-collect --policy expert`` on test-split seeds) instead of the
+    shipped demonstrations; only its successful test-split (:func:`~dynaweb_env.data.shipped.split_of`) ones count.
+    """
     dreams = []
-    held_out = [t for t in iter_trajectories(builtin_start_states_path()) if t.metadata.get("split") == "test"]
+    if path is None:
+        held_out = [t for t in iter_trajectories(builtin_start_states_path()) if t.metadata.get("split") == "test"]
+    else:
+        seeded = [t for t in iter_trajectories(path) if isinstance(t.metadata.get("seed"), int) and t.success]
+        held_out = [t for t in seeded if split_of(t.metadata["seed"]) == "test"]
     for demo in [t for t in held_out if sum(bool(s.action.strip()) for s in t.steps) > 1][:count]:
         start = {"task_id": demo.task_id, "goal": demo.goal, "url": demo.steps[0].url, "trajectory_id": demo.id}
         start |= {"task_seed": demo.metadata.get("seed"), "step_index": 0}
@@ -139,43 +151,152 @@ def demonstration_dreams(count: int) -> list[Trajectory]:
     return dreams
 
 
-def redream(dream: Trajectory, guards: dict[str, Any], models: dict[str, str], seed: int) -> dict[str, Any]:
-    """Dream ``dream``'s recorded actions again from its start page with these reward guards; what the env gave."""
-    actions = [step.action for step in dream.steps if step.action]
+def start_state_of(dream: Trajectory) -> StartState:
+    """The page a dream started on, as a start state (its recorded first page and history)."""
     start = dream.metadata.get("options", {}).get("start_state", {})
-    state = StartState.from_dict({**start, "axtree": dream.steps[0].axtree})
-    env = gym.make("DreamWeb-v0", dream_length=len(actions), reward_guards=guards, **models).unwrapped
-    env.reset(seed=seed, options={"start_state": state})
-    reward, info = 0.0, {}
-    for action in actions:
-        _, reward, terminated, truncated, info = env.step(action)
-        if terminated or truncated:
+    return StartState.from_dict({**start, "axtree": dream.steps[0].axtree})
+
+
+def group_key(row: dict[str, Any], dream: Trajectory) -> str:
+    """The GSPO group of a dream: the dreams of one update and call from one start page (a demonstration's
+    two dreams, its whole and its cut, are one group)."""
+    start = dream.metadata.get("options", {}).get("start_state", {})
+    parts = [row["run"], dream.metadata.get("global_step"), dream.metadata.get("call"), dream.task_id]
+    parts += [start.get("task_seed"), start.get("step_index"), start.get("trajectory_id")]
+    return json.dumps(parts)
+
+
+def redream_all(
+    dreams: Sequence[Trajectory], guards: dict[str, Any], models: dict[str, Any], seed: int
+) -> list[dict[str, Any]]:
+    """Dream every dream's recorded actions again from its start page with these reward guards; what the env gave.
+
+    All dreams are stepped together (:class:`~dynaweb_env.envs.dream.DreamDynamics`: one batched world-model
+    call and one judge call per step). A dream whose actions run out before the world model ends it is judged
+    then (``finish``), as a dream cut at its length is. With group-relative judging the finished dreams of each
+    group (:func:`group_key`) are then scored together, in one more call.
+    """
+    actions = [[step.action for step in dream.steps if step.action] for dream in dreams]
+    longest = max(map(len, actions), default=1)
+    env = gym.make("DreamWeb-v0", dream_length=longest + 1, reward_guards=guards, **models).unwrapped
+    dynamics, rng = env.dynamics, np.random.default_rng(seed)
+    episodes = [DreamEpisode.begin(start_state_of(dream)) for dream in dreams]
+    ends: list[tuple[float, dict[str, Any]] | None] = [None] * len(dreams)
+    for step in range(longest):
+        live = [i for i in range(len(dreams)) if ends[i] is None and step < len(actions[i])]
+        if not live:
             break
-    flags = ("judge_abstained", "termination_gated", "world_model_uncertain_steps", "backend_error")
-    return {"reward": float(reward), "end_reason": info.get("end_reason"), **{k: info[k] for k in flags if k in info}}
+        results = dynamics.step([episodes[i] for i in live], [actions[i][step] for i in live], int(rng.integers(2**31)))
+        for index, (_, reward, terminated, truncated, info) in zip(live, results, strict=True):
+            if terminated or truncated:
+                ends[index] = (reward, info)
+    running = [i for i in range(len(dreams)) if ends[i] is None]
+    finished = dynamics.finish([episodes[i] for i in running], seed=int(rng.integers(2**31))) if running else []
+    for index, outcome in zip(running, finished, strict=True):
+        ends[index] = outcome
+    if dynamics.guards.group_judging != "off":
+        ends = judge_in_groups(dynamics, dreams, ends, int(rng.integers(2**31)))
+    flags = ("judge_abstained", "termination_gated", "world_model_uncertain_steps", "backend_error", "judge_reward")
+    flags += ("group_score", "group_rank", "group_size", "judge_error")
+    return [
+        {"reward": float(reward), "end_reason": info.get("end_reason"), **{k: info[k] for k in flags if k in info}}
+        for reward, info in ends
+    ]
+
+
+def judge_in_groups(
+    dynamics: Any, dreams: Sequence[Trajectory], ends: list[Any], seed: int
+) -> list[tuple[float, dict[str, Any]]]:
+    """Group-relative rewards of finished re-dreams, one judge call for all groups."""
+    groups: dict[str, list[int]] = {}
+    for index, dream in enumerate(dreams):
+        groups.setdefault(dream.metadata["group"], []).append(index)
+    scored = dynamics.judge_groups([[ends[i][1] for i in members] for members in groups.values()], seed=seed)
+    ends = list(ends)
+    for members, outcomes in zip(groups.values(), scored, strict=True):
+        for index, (reward, update) in zip(members, outcomes, strict=True):
+            ends[index] = (reward, {**ends[index][1], **update})
+    return ends
+
+
+def ordering(rows: Sequence[dict[str, Any]], reward: str) -> dict[str, Any]:
+    """Within each GSPO group, the pairs of dreams whose real rewards differ: how often ``reward`` orders them
+    as the real rewards do (what a group-normalised advantage needs), ties (no signal) and the wrong way."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(row["group"], []).append(row)
+    right = tied = wrong = 0
+    for members in groups.values():
+        for a in members:
+            for b in members:
+                if a["real_reward"] > b["real_reward"]:
+                    right += a[reward] > b[reward]
+                    tied += a[reward] == b[reward]
+                    wrong += a[reward] < b[reward]
+    pairs = right + tied + wrong
+    return {"pairs": pairs, "ordered_right": right, "tied": tied, "ordered_wrong": wrong,
+            "ordering_accuracy": right / pairs if pairs else None}  # fmt: skip
+
+
+def reward_gap(rows: Sequence[dict[str, Any]], reward: str) -> dict[str, Any]:
+    """Mean reward of dreams that really succeed and of those that really fail (graded rewards included)."""
+    wins = [row[reward] for row in rows if row["real_reward"] >= 1]
+    losses = [row[reward] for row in rows if row["real_reward"] < 1]
+    win = sum(wins) / len(wins) if wins else None
+    loss = sum(losses) / len(losses) if losses else None
+    gap = None if win is None or loss is None else win - loss
+    return {"mean_reward_real_success": win, "mean_reward_real_failure": loss, "reward_gap": gap}
 
 
 def guard_summary(rows: Sequence[dict[str, Any]], name: str) -> dict[str, Any]:
-    """One guard setting's comparison with the real rewards, and how often its guards acted."""
+    """One guard setting's comparison with the real rewards, and how often its guards acted.
+
+    A graded reward (a discounted or group-relative one) counts as judged SUCCESS from 0.5 on.
+    """
     outcomes = [row["guards"][name] for row in rows if row["replayed"]]
-    flat = [row | {"guarded_reward": row["guards"][name]["reward"]} for row in rows]
+    flat = [row | {"guarded_reward": row["guards"][name]["reward"]} for row in rows if row["replayed"]]
     return {
-        **compare(flat, "guarded_reward"),
+        **compare(flat, "guarded_reward", threshold=0.5),
+        **reward_gap(flat, "guarded_reward"),
+        **ordering(flat, "guarded_reward"),
         "abstained": sum(bool(outcome.get("judge_abstained")) for outcome in outcomes),
         "cut_uncertain": sum(outcome["end_reason"] == "uncertain" for outcome in outcomes),
         "discounted_or_withheld": sum(bool(outcome.get("world_model_uncertain_steps")) for outcome in outcomes),
         "gated": sum(bool(outcome.get("termination_gated")) for outcome in outcomes),
+        "group_judge_errors": sum(bool(outcome.get("judge_error")) for outcome in outcomes if "group_score" in outcome),
     }
+
+
+def uncertainty_modes(rows: Sequence[dict[str, Any]], name: str, discount: float) -> dict[str, Any]:
+    """``cut``, ``no_reward`` and ``discount`` from one ``uncertainty="discount"`` re-dream of each dream.
+
+    Exact, not an estimate: with the same seed the three modes sample the same pages up to a dream's first
+    disagreeing step, and both ``cut`` and ``no_reward`` then give reward 0; ``discount`` gives the verdict of the
+    whole dream times ``discount`` per disagreeing step. (In training they differ otherwise: a cut dream ends at
+    its first disagreement, so its later actions are neither dreamed nor trained on.)
+    """
+    report = {}
+    for mode in ("cut", "no_reward", "discount"):
+        flat = []
+        for row in rows:
+            outcome = row["guards"][name]
+            steps, verdict = outcome.get("world_model_uncertain_steps", 0), outcome.get("judge_reward", 0.0)
+            reward = verdict * discount**steps if mode == "discount" else (0.0 if steps else verdict)
+            flat.append(row | {"mode_reward": reward})
+        summary = compare(flat, "mode_reward", threshold=0.5)
+        report[mode] = {**summary, **reward_gap(flat, "mode_reward"), **ordering(flat, "mode_reward")}
+    return report
 
 
 def run(
     dreams: Sequence[tuple[str, Trajectory]],
     max_steps: int,
     guards: dict[str, dict[str, Any]] | None = None,
-    models: dict[str, str] | None = None,
+    models: dict[str, Any] | None = None,
     seed: int = 0,
 ) -> dict[str, Any]:
-    """Replay every ``(run, dream)``, re-dreaming it under each guard setting; per-run and overall comparisons."""
+    """Replay every ``(run, dream)``, then re-dream the replayed ones under each guard setting (all dreams of a
+    setting stepped together); per-run and overall comparisons."""
     env = gym.make("RealWeb-v0", max_steps=max_steps)
     rows = []
     try:
@@ -189,12 +310,18 @@ def run(
                 "dream_reward": None if dream.metadata.get("demonstration") else float(dream.reward),
                 "judge_reasoning": dream.metadata.get("judge_reasoning", ""),
             }
+            row["group"] = group_key(row, dream)
             row |= replay(env, dream)
-            if guards and row["replayed"]:
-                row["guards"] = {name: redream(dream, setting, models or {}, seed) for name, setting in guards.items()}
             rows.append(row)
     finally:
         env.close()
+    replayed = [(row, dream) for row, (_, dream) in zip(rows, dreams, strict=True) if row["replayed"]]
+    for name, setting in tqdm((guards or {}).items(), desc="re-dreaming under each guard setting", unit="setting"):
+        marked = [
+            dataclasses.replace(dream, metadata={**dream.metadata, "group": row["group"]}) for row, dream in replayed
+        ]
+        for (row, _), outcome in zip(replayed, redream_all(marked, setting, models or {}, seed), strict=True):
+            row.setdefault("guards", {})[name] = outcome
     runs = sorted({row["run"] for row in rows})
     tasks = sorted({row["task_id"] for row in rows})
     report = {
@@ -207,6 +334,11 @@ def run(
         report["guards"] = {
             name: {"reward_guards": setting, **guard_summary(redreamed, name)} for name, setting in guards.items()
         }
+        for name, setting in guards.items():
+            parsed = RewardGuards.parse(setting)
+            if parsed.world_model_samples > 1 and parsed.uncertainty == "discount":
+                modes = uncertainty_modes(redreamed, name, parsed.uncertainty_discount)
+                report["guards"][name]["uncertainty_modes"] = modes
         report["guard_models"] = models
     return report | {"dreams": rows}
 
@@ -243,6 +375,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--guards", nargs="+", default=[], help="re-dream each dream with these reward_guards (JSON, or 'none')"
     )
     parser.add_argument("--demonstrations", type=int, default=0, help="add dreams from N held-out demonstrations")
+    parser.add_argument(
+        "--demonstrations-file",
+        type=Path,
+        default=None,
+        help="take --demonstrations from this trajectory JSONL (its successful test-split seeds), not the shipped ones",
+    )
+    parser.add_argument(
+        "--world-model-max-new-tokens",
+        type=int,
+        default=384,
+        help="token budget of a re-dreamed page (default 384, as dynaweb-train's cpu-small preset)",
+    )
     parser.add_argument("--world-model", default=DEFAULT_WORLD_MODELS["tree"], help="world model of re-dreams")
     parser.add_argument("--judge", default=TRAINED_JUDGE, help="judge of re-dreams")
     parser.add_argument("--seed", type=int, default=0, help="sampling seed of re-dreams")
@@ -262,8 +406,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 2
     dreams = [(rel(path.parent), dream) for path in paths for dream in dreams_of(path)]
-    dreams += [("demonstrations", dream) for dream in demonstration_dreams(args.demonstrations)]
-    models = {"world_model": args.world_model, "judge": args.judge}
+    demos = demonstration_dreams(args.demonstrations, args.demonstrations_file)
+    dreams += [("demonstrations", dream) for dream in demos]
+    models = {"world_model": args.world_model, "judge": args.judge, "max_new_tokens": args.world_model_max_new_tokens}
     report = run(dreams, args.max_steps, guards, models, args.seed)
     report = {
         "command": shlex.join(["python", "benchmarks/dream_rewards.py", *(argv if argv is not None else sys.argv[1:])]),

@@ -86,6 +86,7 @@ Smoke runs use tiny models and a tiny budget (all of it in ``tests/test_paper_cl
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import sys
 from collections.abc import Sequence
@@ -145,7 +146,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--arms",
         nargs="+",
         help="only these arms (table1: base sft gspo-real dynaweb; dream_length: 1 3 5 8; "
-        "expert_frac: 0.0 0.25 0.5 1.0; world_model: trained untrained)",
+        "expert_frac: 0.0 0.25 0.5 1.0; world_model: trained untrained; dreams_only: sft gspo-real dynaweb-dreams)",
     )
     parser.add_argument("--policy", default="smollm2-135m", help="base policy model (default smollm2-135m)")
     parser.add_argument(
@@ -160,6 +161,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--judge", default=TRAINED_JUDGE, help=f"judge of every DynaWeb run (default the shipped {TRAINED_JUDGE})"
+    )
+    parser.add_argument(
+        "--reward-guards",
+        default=None,
+        metavar="JSON",
+        help="reward_guards of every DynaWeb run, a JSON object (dynaweb-train --reward-guards; default: none)",
     )
     parser.add_argument("--tasks", nargs="+", default=list(DEFAULT_TASKS), help="tasks (default: the 9 shipped)")
     parser.add_argument(
@@ -207,7 +214,22 @@ def make_context(args: argparse.Namespace) -> Context:
         skip_eval=args.skip_eval,
         demonstrations=parse_demonstrations(args.demonstrations),
         sft_seed=args.sft_seed,
+        reward_guards=parse_reward_guards(args.reward_guards),
     )
+
+
+def parse_reward_guards(text: str | None) -> dict | None:
+    """``--reward-guards``: ``None`` (none), else a checked dict of ``RewardGuards`` fields (``ValueError`` if bad)."""
+    if text is None or text.strip() in ("", "none", "{}"):
+        return None
+    from dynaweb_env.envs.dream_guards import RewardGuards
+
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"--reward-guards {text!r}: not JSON: {error}") from None
+    RewardGuards.parse(value)  # a clear error now, not in the first training run
+    return value
 
 
 def parse_demonstrations(text: str) -> int | None:

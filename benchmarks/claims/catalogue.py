@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -9,7 +10,7 @@ from typing import Any
 
 from .jobs import TRAINED_WORLD_MODEL, Context, Job, eval_job, evaluation_of, rel, sft_job, train_job
 
-EXPERIMENTS: tuple[str, ...] = ("table1", "dream_length", "expert_frac", "world_model")
+EXPERIMENTS: tuple[str, ...] = ("table1", "dream_length", "expert_frac", "world_model", "dreams_only")
 SWEEPS: dict[str, tuple[float, ...]] = {"dream_length": (1, 3, 5, 8), "expert_frac": (0.0, 0.25, 0.5, 1.0)}
 
 EXPERIMENT_DOCS = {
@@ -18,6 +19,8 @@ EXPERIMENT_DOCS = {
     "dream_length": "DynaWeb held-out success vs dream length (Figure 3a analog).",
     "expert_frac": "DynaWeb held-out success vs fraction of expert trajectories (Figure 3b analog).",
     "world_model": "DynaWeb with the trained world model vs the untrained base model as world model (Figure 4 analog).",
+    "dreams_only": "The decisive comparison: DynaWeb on dreams only (expert fraction 0) vs real-browser GSPO, from the "
+    "same SFT start with the same number of updates; held-out success on real pages and each gain over the start.",
 }
 
 
@@ -58,6 +61,8 @@ def dynaweb_arm(ctx: Context, key: str, label: str, x: float | None = None, **se
         "--start-states": rel(ctx.train_data),
         "--expert-trajectories": rel(ctx.train_data),
     }
+    if ctx.reward_guards:  # in the command, so in the run's hash: other guards, another run
+        flags["--reward-guards"] = json.dumps(ctx.reward_guards, sort_keys=True, separators=(",", ":"))
     world_model = ctx.untrained_world_model if untrained else ctx.world_model
     if world_model is not None:
         flags["--world-model"] = world_model
@@ -78,6 +83,12 @@ def experiment_arms(experiment: str, ctx: Context) -> list[Arm]:
         return [dynaweb_arm(ctx, f"{x}", f"dream length {x}", x, dream_length=x) for x in SWEEPS[experiment]]
     if experiment == "expert_frac":
         return [dynaweb_arm(ctx, f"{x}", f"expert fraction {x}", x, expert_frac=x) for x in SWEEPS[experiment]]
+    if experiment == "dreams_only":
+        return [
+            Arm("sft", "sft", "SFT start"),
+            Arm("gspo-real", "gspo-real", "GSPO, real browser", train_flags={"--env": "real", "--expert-frac": 0.0}),
+            dynaweb_arm(ctx, "dynaweb-dreams", "DynaWeb, dreams only", expert_frac=0.0),
+        ]
     if experiment == "world_model":
         return [
             dynaweb_arm(ctx, "trained", f"trained ({ctx.world_model or TRAINED_WORLD_MODEL})"),

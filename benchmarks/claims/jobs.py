@@ -150,6 +150,8 @@ class Context:
     demonstrations: int | None = 40
     #: Every RL seed starts from the SFT start of this seed (``None``: each seed trains its own).
     sft_seed: int | None = None
+    #: ``reward_guards`` of every DynaWeb run (``dynaweb-train --reward-guards``; ``None``: none, the paper's dream).
+    reward_guards: dict[str, Any] | None = None
 
     @property
     def train_data(self) -> Path:
@@ -322,7 +324,8 @@ def describe(flags: dict[str, Any]) -> str:
     if flags.get("--env") != "dream":
         return ""
     world_model = str(flags.get("--world-model", "shipped")).strip("/").replace("/", "_")[-24:]
-    return f"dl{flags['--dream-length']}-ef{flags['--expert-frac']}-wm_{world_model}"
+    guarded = "-guarded" if "--reward-guards" in flags else ""
+    return f"dl{flags['--dream-length']}-ef{flags['--expert-frac']}-wm_{world_model}{guarded}"
 
 
 def eval_job(ctx: Context, name: str, policy: str) -> Job:

@@ -203,6 +203,33 @@ def table1_criteria(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def dreams_only_criteria(results: Sequence[dict[str, Any]], sft: dict[str, Any] | None) -> dict[str, Any]:
+    """The decisive bar: dreams only (``dynaweb-dreams``) gain over the SFT start at least as much as real-browser
+    GSPO does, with the same updates; seed by seed (paired by seed) and on the mean over seeds."""
+    start = (sft or {}).get("success", {}).get("mean")
+    by_seed: dict[int, dict[str, float]] = {}
+    for result in results:
+        if result["arm"] in ("dynaweb-dreams", "gspo-real") and result["success"] is not None:
+            by_seed.setdefault(result["seed"], {})[result["arm"]] = result["success"]
+    paired = {seed: arms for seed, arms in sorted(by_seed.items()) if len(arms) == 2}
+    if start is None or not paired:
+        return {"sft_start_success": start, "seeds_compared": [], "dreams_only_at_least_gspo_gain": None}
+    gains = {
+        seed: {arm: 100 * (value - start) for arm, value in arms.items()} for seed, arms in paired.items()
+    }  # fmt: skip
+    dreams = statistics.fmean(gain["dynaweb-dreams"] for gain in gains.values())
+    gspo = statistics.fmean(gain["gspo-real"] for gain in gains.values())
+    return {
+        "sft_start_success": start,
+        "seeds_compared": list(paired),
+        "gain_points_by_seed": gains,
+        "dreams_only_gain_points": dreams,
+        "gspo_real_gain_points": gspo,
+        "dreams_only_at_least_gspo_gain": dreams >= gspo,
+        "seeds_where_dreams_only_at_least_gspo": sum(g["dynaweb-dreams"] >= g["gspo-real"] for g in gains.values()),
+    }
+
+
 def aggregate(experiment: str, runs: Sequence[Run], ctx: Context, command: str) -> dict[str, Any]:
     """The experiment's results file: configuration, every finished run, and the per-arm summary.
 
@@ -236,6 +263,7 @@ def aggregate(experiment: str, runs: Sequence[Run], ctx: Context, command: str) 
             "demonstrations_seconds": demonstrations_seconds(ctx),
             "skip_eval": ctx.skip_eval,
             "sft_seed": ctx.sft_seed,
+            "reward_guards": ctx.reward_guards,
         },
         "summary": rows,
         "complete": all(result is not None and (ctx.skip_eval or result["evaluated"]) for result in per_run),
@@ -246,6 +274,9 @@ def aggregate(experiment: str, runs: Sequence[Run], ctx: Context, command: str) 
     }
     if experiment == "table1":
         report["criteria"] = table1_criteria(rows)
+    elif experiment == "dreams_only":
+        sft = next((row for row in rows if row["arm"] == "sft"), None)
+        report["criteria"] = dreams_only_criteria(results, sft if sft and sft["runs"] else None)
     else:
         report["sft_start"] = sft_start_reference(ctx, metric)
     return report
