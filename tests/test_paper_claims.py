@@ -290,3 +290,47 @@ def test_real_browser_arms_evaluate_and_count_real_steps(tmp_path, require_brows
     assert runs["gspo-real"]["real_env_steps"]["sft_demonstrations"] == 2
     assert runs["gspo-real"]["real_env_steps"]["online_real"] == 2
     assert runs["gspo-real"]["real_env_steps"]["total"] == 2 + 2
+
+
+def test_dreams_only_is_the_decisive_comparison_and_records_its_guards(tmp_path):
+    """Dreams only vs real-browser GSPO: one SFT start, the same updates, expert fraction 0 in both, guards recorded."""
+    guards = '{"judge_votes": 5}'
+    args = ["dreams_only", "--seeds", "0", "1", "--sft-seed", "0", "--reward-guards", guards]
+    ctx = claims.make_context(claims.parse_args([*args, "--runs-dir", str(tmp_path)]))
+    runs = {run.name: run for run in claims.plan("dreams_only", ctx)}
+    assert list(runs) == [
+        "sft-seed0",
+        "gspo-real-seed0",
+        "dynaweb-dreams-seed0",
+        "gspo-real-seed1",
+        "dynaweb-dreams-seed1",
+    ]
+    real, dream = runs["gspo-real-seed1"], runs["dynaweb-dreams-seed1"]
+    assert real.sft.output_dir == dream.sft.output_dir == runs["sft-seed0"].sft.output_dir
+    assert "--env real --expert-frac 0.0" in real.train.command and "--reward-guards" not in real.train.command
+    assert "--env dream --expert-frac 0.0" in dream.train.command
+    assert "--reward-guards '{\"judge_votes\":5}'" in dream.train.command
+    assert (
+        real.train.args[real.train.args.index("--max-steps") + 1]
+        == dream.train.args[dream.train.args.index("--max-steps") + 1]
+    )
+    unguarded = claims.make_context(claims.parse_args(["dreams_only", "--runs-dir", str(tmp_path)]))
+    plain = {run.name: run for run in claims.plan("dreams_only", unguarded)}
+    assert plain["dynaweb-dreams-seed0"].train.output_dir != runs["dynaweb-dreams-seed0"].train.output_dir
+    assert plain["gspo-real-seed0"].train.output_dir == runs["gspo-real-seed0"].train.output_dir  # shared
+
+    successes = {"sft": 0.5, "gspo-real": {0: 0.6, 1: 0.7}, "dynaweb-dreams": {0: 0.7, 1: 0.5}}
+    for run in runs.values():
+        success = successes["sft"] if run.arm.key == "sft" else successes[run.arm.key][run.seed]
+        claims.write_json(run.result_file, _fake_result(run, success, 0, 0))
+    report = claims.aggregate("dreams_only", list(runs.values()), ctx, "cmd")
+    assert report["config"]["reward_guards"] == {"judge_votes": 5} and report["config"]["sft_seed"] == 0
+    criteria = report["criteria"]
+    assert criteria["gain_points_by_seed"][0] == {"gspo-real": pytest.approx(10), "dynaweb-dreams": pytest.approx(20)}
+    assert criteria["dreams_only_gain_points"] == pytest.approx(10) and criteria["gspo_real_gain_points"] == pytest.approx(15)
+    assert criteria["dreams_only_at_least_gspo_gain"] is False
+    assert criteria["seeds_where_dreams_only_at_least_gspo"] == 1
+    claims.plot(report, tmp_path / "dreams_only.png")
+    assert (tmp_path / "dreams_only.png").stat().st_size > 10_000
+    bad = drive(tmp_path, "dreams_only", "--reward-guards", '{"judge_vote": 5}', "--dry-run")
+    assert bad.returncode == 2 and "unknown reward_guards" in bad.stderr
