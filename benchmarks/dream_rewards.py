@@ -138,7 +138,10 @@ def demonstration_dreams(count: int, path: Path | None = None) -> list[Trajector
     else:
         seeded = [t for t in iter_trajectories(path) if isinstance(t.metadata.get("seed"), int) and t.success]
         held_out = [t for t in seeded if split_of(t.metadata["seed"]) == "test"]
-    for demo in [t for t in held_out if sum(bool(s.action.strip()) for s in t.steps) > 1][:count]:
+    multi = [t for t in held_out if sum(bool(s.action.strip()) for s in t.steps) > 1]
+    rank = {t.id: sum(o.task_id == t.task_id for o in multi[:i]) for i, t in enumerate(multi)}
+    # Round robin over tasks, so that the first N demonstrations cover every task rather than the first one.
+    for demo in sorted(multi, key=lambda t: rank[t.id])[:count]:
         start = {"task_id": demo.task_id, "goal": demo.goal, "url": demo.steps[0].url, "trajectory_id": demo.id}
         start |= {"task_seed": demo.metadata.get("seed"), "step_index": 0}
         acted = [step for step in demo.steps if step.action.strip()]
@@ -166,15 +169,20 @@ def group_key(row: dict[str, Any], dream: Trajectory) -> str:
     return json.dumps(parts)
 
 
+#: Guards that change only how a finished dream is judged, not the pages the world model draws.
+JUDGE_ONLY_FIELDS = frozenset({"judge_votes", "judge_vote_temperature", "group_judging"})
+
+
 def redream_all(
-    dreams: Sequence[Trajectory], guards: dict[str, Any], models: dict[str, Any], seed: int
+    dreams: Sequence[Trajectory], guards: dict[str, Any], models: dict[str, Any], seed: int, keep: list | None = None
 ) -> list[dict[str, Any]]:
     """Dream every dream's recorded actions again from its start page with these reward guards; what the env gave.
 
     All dreams are stepped together (:class:`~dynaweb_env.envs.dream.DreamDynamics`: one batched world-model
     call and one judge call per step). A dream whose actions run out before the world model ends it is judged
     then (``finish``), as a dream cut at its length is. With group-relative judging the finished dreams of each
-    group (:func:`group_key`) are then scored together, in one more call.
+    group (:func:`group_key`) are then scored together, in one more call. ``keep``: a list that receives the
+    finished episodes and their ``(reward, info)``, for :func:`rejudge_all`.
     """
     actions = [[step.action for step in dream.steps if step.action] for dream in dreams]
     longest = max(map(len, actions), default=1)
@@ -196,6 +204,38 @@ def redream_all(
         ends[index] = outcome
     if dynamics.guards.group_judging != "off":
         ends = judge_in_groups(dynamics, dreams, ends, int(rng.integers(2**31)))
+    if keep is not None:
+        keep[:] = list(zip(episodes, ends, strict=True))
+    return outcomes(ends)
+
+
+def rejudge_all(
+    dreams: Sequence[Trajectory], base: list, guards: dict[str, Any], models: dict[str, Any], seed: int
+) -> list[dict[str, Any]]:
+    """A judge-only guard setting (:data:`JUDGE_ONLY_FIELDS`) on the pages of an unguarded re-dream (``base``).
+
+    Exact: such guards act only once a dream has ended, and with the same seed the world model draws the same
+    pages with or without them, so only the judge is called again (one batched call). Dreams the base run did
+    not judge (no valid action, a backend failure) keep its outcome.
+    """
+    env = gym.make("DreamWeb-v0", reward_guards=guards, **models).unwrapped
+    dynamics = env.dynamics
+    judged = [index for index, (_, (_, info)) in enumerate(base) if "judge_reward" in info]
+    ends = [end for _, end in base]
+    if dynamics.guards.group_judging != "off":
+        for index in judged:
+            request = dataclasses.asdict(dynamics.judge_request(base[index][0]))
+            ends[index] = (0.0, {**ends[index][1], "judge_pending": True, "judge_request": request})
+        return outcomes(judge_in_groups(dynamics, dreams, ends, seed))
+    verdicts = dynamics.judge.judge([dynamics.judge_request(base[index][0]) for index in judged], seed=seed)
+    for index, verdict in zip(judged, verdicts, strict=True):
+        info = {key: value for key, value in ends[index][1].items() if key not in ("judge_abstained", "judge_votes")}
+        ends[index] = (dynamics.guards.reward_of(verdict, 0, info), info)
+    return outcomes(ends)
+
+
+def outcomes(ends: Sequence[tuple[float, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """What the benchmark records of each re-dream's end."""
     flags = ("judge_abstained", "termination_gated", "world_model_uncertain_steps", "backend_error", "judge_reward")
     flags += ("group_score", "group_rank", "group_size", "judge_error")
     return [
@@ -316,11 +356,22 @@ def run(
     finally:
         env.close()
     replayed = [(row, dream) for row, (_, dream) in zip(rows, dreams, strict=True) if row["replayed"]]
-    for name, setting in tqdm((guards or {}).items(), desc="re-dreaming under each guard setting", unit="setting"):
-        marked = [
-            dataclasses.replace(dream, metadata={**dream.metadata, "group": row["group"]}) for row, dream in replayed
-        ]
-        for (row, _), outcome in zip(replayed, redream_all(marked, setting, models or {}, seed), strict=True):
+    marked = [dataclasses.replace(d, metadata={**d.metadata, "group": row["group"]}) for row, d in replayed]
+    base: list = []
+    failed: dict[str, str] = {}
+    # The unguarded re-dream first: every judge-only setting reuses its pages (rejudge_all).
+    ordered = sorted((guards or {}).items(), key=lambda item: bool(item[1]))
+    for name, setting in tqdm(ordered, desc="re-dreaming under each guard setting", unit="setting"):
+        try:
+            if base and set(setting) <= JUDGE_ONLY_FIELDS:
+                results = rejudge_all(marked, base, setting, models or {}, seed)
+            else:
+                results = redream_all(marked, setting, models or {}, seed, keep=None if setting else base)
+        except Exception as error:  # one failing setting must not lose the hours the others took
+            failed[name] = f"{type(error).__name__}: {error}"
+            print(f"dream_rewards: guards {name} failed: {failed[name]}", file=sys.stderr)
+            continue
+        for (row, _), outcome in zip(replayed, results, strict=True):
             row.setdefault("guards", {})[name] = outcome
     runs = sorted({row["run"] for row in rows})
     tasks = sorted({row["task_id"] for row in rows})
@@ -332,11 +383,14 @@ def run(
     if guards:
         redreamed = [row for row in rows if "guards" in row]
         report["guards"] = {
-            name: {"reward_guards": setting, **guard_summary(redreamed, name)} for name, setting in guards.items()
+            name: {"reward_guards": setting, **guard_summary(redreamed, name)}
+            for name, setting in guards.items()
+            if name not in failed
         }
+        report["guards_failed"] = failed
         for name, setting in guards.items():
             parsed = RewardGuards.parse(setting)
-            if parsed.world_model_samples > 1 and parsed.uncertainty == "discount":
+            if name not in failed and parsed.world_model_samples > 1 and parsed.uncertainty == "discount":
                 modes = uncertainty_modes(redreamed, name, parsed.uncertainty_discount)
                 report["guards"][name]["uncertainty_modes"] = modes
         report["guard_models"] = models
@@ -424,10 +478,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{name[-44:]:44} {summary['compared']:>6} {fmt(summary['agreement']):>6} "
             f"{fmt(summary['judge_success_precision']):>17} {fmt(summary['real_success_recall']):>11}"
         )
-    for name, summary in report.get("guards", {}).items():
+    print(f"{'re-dreamed under reward guards':44} {'dreams':>6} {'agree':>6} {'judged S->real S':>17} "
+          f"{'real S seen':>11} {'gap':>5} {'order':>5}")  # fmt: skip
+    rows = [(name, summary) for name, summary in report.get("guards", {}).items()]
+    for name, summary in list(rows):
+        rows += [(f"{name} as {mode}", modes) for mode, modes in summary.get("uncertainty_modes", {}).items()]
+    for name, summary in rows:
         print(
-            f"{'re-dreamed, guards ' + name:44} {summary['compared']:>6} {fmt(summary['agreement']):>6} "
-            f"{fmt(summary['judge_success_precision']):>17} {fmt(summary['real_success_recall']):>11}"
+            f"{name[-44:]:44} {summary['compared']:>6} {fmt(summary['agreement']):>6} "
+            f"{fmt(summary['judge_success_precision']):>17} {fmt(summary['real_success_recall']):>11} "
+            f"{fmt(summary['reward_gap']):>5} {fmt(summary['ordering_accuracy']):>5}"
         )
     print(f"dream_rewards: {report['overall']['compared']} dreams compared; {rel(args.output)}")
     return 0

@@ -234,12 +234,12 @@ class DreamDynamics:
         if self.guards.group_judging != "off":  # judged later with the dream's group (judge_groups)
             for index in to_judge:
                 infos[index].update(judge_pending=True, judged=False, judge_reasoning="", judge_error="")
-                infos[index]["judge_request"] = dataclasses.asdict(self._judge_request(episodes[index]))
+                infos[index]["judge_request"] = dataclasses.asdict(self.judge_request(episodes[index]))
                 if episodes[index].uncertain_steps:
                     infos[index]["world_model_uncertain_steps"] = episodes[index].uncertain_steps
             to_judge = []
         try:
-            requests = [self._judge_request(episodes[i]) for i in to_judge]
+            requests = [self.judge_request(episodes[i]) for i in to_judge]
             verdicts = self.judge.judge(requests, seed=seed) if requests else []
         except GenerationError as error:
             verdicts = []
@@ -268,7 +268,8 @@ class DreamDynamics:
         return score_groups(self.judge, self.guards, groups, seed)
 
     @staticmethod
-    def _judge_request(episode: DreamEpisode) -> JudgeRequest:
+    def judge_request(episode: DreamEpisode) -> JudgeRequest:
+        """What the judge reads of a dream: the recorded actions before its start, the dreamed ones, the last page."""
         start = episode.start
         # Start states written before history_targets existed have none: the actions are shown without them.
         targets = (
