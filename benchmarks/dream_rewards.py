@@ -264,7 +264,8 @@ def ordering(rows: Sequence[dict[str, Any]], reward: str) -> dict[str, Any]:
     as the real rewards do (what a group-normalised advantage needs), ties (no signal) and the wrong way."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
-        groups.setdefault(row["group"], []).append(row)
+        if row.get("group") is not None:  # rows of another record (no group known) are not paired
+            groups.setdefault(row["group"], []).append(row)
     right = tied = wrong = 0
     for members in groups.values():
         for a in members:

@@ -100,3 +100,52 @@ def test_redreaming_demonstrations_with_guards_on_real_pages_and_models(tmp_path
         assert report["guards"][name]["compared"] == 2
     votes = [row["guards"]['{"judge_votes":2}'] for row in report["dreams"]]
     assert all(outcome["reward"] in (0.0, 1.0) and "judge_abstained" in outcome for outcome in votes)
+
+
+def test_redreams_batch_every_dream_and_judge_only_guards_rejudge_the_same_pages():
+    """Re-dreaming with a scripted world model and judge (no browser): one model call per step for all dreams,
+    judge-only settings judge the unguarded run's pages again, group judging scores each demonstration's pair."""
+    from test_group_judging import GroupBackend
+
+    bench = load_benchmark("dream_rewards")
+    dreams = bench.demonstration_dreams(2)
+    dreams = [
+        dataclasses.replace(d, metadata={**d.metadata, "group": f"g{i // 2}"}) for i, d in enumerate(dreams)
+    ]  # fmt: skip
+    backend = GroupBackend(("SUCCESS",), group_text="ATTEMPT 1: SCORE 0.9\nATTEMPT 2: SCORE 0.2")
+    models = {"world_model": backend, "judge": backend}
+    base: list = []
+    plain = bench.redream_all(dreams, {}, models, seed=0, keep=base)
+    steps = max(len([s for s in d.steps if s.action]) for d in dreams)
+    world_model_calls = [size for kind, size in backend.calls if kind == "wm"]
+    assert len(world_model_calls) <= steps and world_model_calls[0] == 4  # all four dreams in one call
+    assert [outcome["reward"] for outcome in plain] == [1.0] * 4 and len(base) == 4
+    backend.calls.clear()
+    listwise = bench.rejudge_all(dreams, base, {"group_judging": "listwise"}, models, seed=0)
+    assert backend.calls == [("group", 2)]  # one prompt per pair, one call, no world model
+    assert [outcome["reward"] for outcome in listwise] == [0.9, 0.2, 0.9, 0.2]
+    assert [outcome["group_rank"] for outcome in listwise] == [1, 2, 1, 2]
+    rows = [
+        {"replayed": True, "start_reproduced": True, "real_reward": float(d.metadata["demonstration"] == "full"),
+         "group": d.metadata["group"], "guards": {"listwise": listwise[i], "none": plain[i]}}
+        for i, d in enumerate(dreams)
+    ]  # fmt: skip
+    ranked, flat = bench.guard_summary(rows, "listwise"), bench.guard_summary(rows, "none")
+    assert (ranked["pairs"], ranked["ordering_accuracy"], ranked["agreement"]) == (2, 1.0, 1.0)
+    assert (flat["ordering_accuracy"], flat["tied"], flat["reward_gap"]) == (0.0, 2, 0.0)
+    assert ranked["reward_gap"] == pytest.approx(0.7)
+
+
+def test_uncertainty_modes_are_read_exactly_from_one_discounted_redream():
+    bench = load_benchmark("dream_rewards")
+    real = {"replayed": True, "start_reproduced": True}
+    outcomes = [
+        ({"judge_reward": 1.0, "world_model_uncertain_steps": 1}, 1.0, "a"),  # a success, uncertain once
+        ({"judge_reward": 1.0}, 0.0, "a"),  # a failure judged SUCCESS, certain
+        ({"judge_reward": 0.0, "world_model_uncertain_steps": 2}, 0.0, "b"),
+    ]
+    rows = [real | {"real_reward": r, "group": g, "guards": {"w": {"end_reason": "stop", **o}}} for o, r, g in outcomes]
+    modes = bench.uncertainty_modes(rows, "w", 0.5)
+    assert modes["cut"] == modes["no_reward"] and modes["cut"]["agreement"] == 1 / 3
+    assert modes["discount"]["agreement"] == 2 / 3 and modes["discount"]["ordering_accuracy"] == 0.0
+    assert modes["discount"]["mean_reward_real_success"] == 0.5
