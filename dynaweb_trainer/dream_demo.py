@@ -100,6 +100,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         max_steps=args.dream_length,
         seed=args.seed,
     )[0]
+    if result.final_info.get("judge_pending"):  # group-relative judging: a group of one dream
+        ((reward, update),) = env.judge_groups([[result.final_info]], seed=args.seed)[0]
+        result.reward = reward
+        result.final_info.update(update)
     env.close()
 
     print(f"\nGOAL: {start.goal}")
@@ -116,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if result.observations[index + 1 : index + 2] and result.observations[index + 1]["last_action_error"]:
             print(f"ACTION ERROR: {result.observations[index + 1]['last_action_error']}")
     final = result.final_info
-    print(f"\nEND: {result.end_reason} after {result.num_steps} steps | reward {result.reward:.0f}")
+    print(f"\nEND: {result.end_reason} after {result.num_steps} steps | reward {result.reward:g}")
     if final.get("judge_reasoning"):
         print(f"JUDGE: {' '.join(str(final['judge_reasoning']).split())}")
     return 0
