@@ -62,7 +62,7 @@ import datetime
 import json
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -162,9 +162,11 @@ def run(
     guards: dict[str, dict[str, Any]] | None = None,
     models: dict[str, Any] | None = None,
     seed: int = 0,
+    save: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Replay every ``(run, dream)``, then re-dream the replayed ones under each guard setting (all dreams of a
-    setting stepped together); per-run and overall comparisons."""
+    setting stepped together); per-run and overall comparisons. ``save`` receives the report so far after the
+    replays and after each setting (a long run that is stopped keeps what it measured)."""
     env = gym.make("RealWeb-v0", max_steps=max_steps)
     rows = []
     try:
@@ -183,12 +185,14 @@ def run(
             rows.append(row)
     finally:
         env.close()
+    guards, done, failed = guards or {}, {}, {}
+    save = save or (lambda report: None)
+    save(make_report(rows, done, failed, guards, models))
     replayed = [(row, dream) for row, (_, dream) in zip(rows, dreams, strict=True) if row["replayed"]]
     marked = [dataclasses.replace(d, metadata={**d.metadata, "group": row["group"]}) for row, d in replayed]
     base: list = []
-    failed: dict[str, str] = {}
     # The unguarded re-dream first: every judge-only setting reuses its pages (rejudge_all).
-    ordered = sorted((guards or {}).items(), key=lambda item: bool(item[1]))
+    ordered = sorted(guards.items(), key=lambda item: bool(item[1]))
     for name, setting in tqdm(ordered, desc="re-dreaming under each guard setting", unit="setting"):
         try:
             if base and set(setting) <= JUDGE_ONLY_FIELDS:
@@ -201,6 +205,19 @@ def run(
             continue
         for (row, _), outcome in zip(replayed, results, strict=True):
             row.setdefault("guards", {})[name] = outcome
+        done[name] = setting
+        save(make_report(rows, done, failed, guards, models))
+    return make_report(rows, done, failed, guards, models)
+
+
+def make_report(
+    rows: list[dict[str, Any]],
+    done: dict[str, dict[str, Any]],
+    failed: dict[str, str],
+    guards: dict[str, dict[str, Any]],
+    models: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """The comparisons of the replayed dreams and of every guard setting measured so far (``done``)."""
     runs = sorted({row["run"] for row in rows})
     tasks = sorted({row["task_id"] for row in rows})
     report = {
@@ -211,16 +228,15 @@ def run(
     if guards:
         redreamed = [row for row in rows if "guards" in row]
         report["guards"] = {
-            name: {"reward_guards": setting, **guard_summary(redreamed, name)}
-            for name, setting in guards.items()
-            if name not in failed
+            name: {"reward_guards": setting, **guard_summary(redreamed, name)} for name, setting in done.items()
         }
-        report["guards_failed"] = failed
-        for name, setting in guards.items():
+        for name, setting in done.items():
             parsed = RewardGuards.parse(setting)
-            if name not in failed and parsed.world_model_samples > 1 and parsed.uncertainty == "discount":
+            if parsed.world_model_samples > 1 and parsed.uncertainty == "discount":
                 modes = uncertainty_modes(redreamed, name, parsed.uncertainty_discount)
                 report["guards"][name]["uncertainty_modes"] = modes
+        report["guards_failed"] = failed
+        report["guards_pending"] = [name for name in guards if name not in done and name not in failed]
         report["guard_models"] = models
     return report | {"dreams": rows}
 
@@ -291,15 +307,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     demos = demonstration_dreams(args.demonstrations, args.demonstrations_file)
     dreams += [("demonstrations", dream) for dream in demos]
     models = {"world_model": args.world_model, "judge": args.judge, "max_new_tokens": args.world_model_max_new_tokens}
-    report = run(dreams, args.max_steps, guards, models, args.seed)
-    report = {
-        "command": shlex.join(["python", "benchmarks/dream_rewards.py", *(argv if argv is not None else sys.argv[1:])]),
-        "episodes": [rel(path) for path in paths],
-        "written_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        **report,
-    }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(report, indent=2) + "\n")
+    command = shlex.join(["python", "benchmarks/dream_rewards.py", *(argv if argv is not None else sys.argv[1:])])
+
+    def save(report: dict[str, Any]) -> dict[str, Any]:
+        report = {
+            "command": command,
+            "episodes": [rel(path) for path in paths],
+            "demonstrations_file": None if args.demonstrations_file is None else str(args.demonstrations_file),
+            "written_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            **report,
+        }
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        temporary = args.output.with_name(args.output.name + ".tmp")
+        temporary.write_text(json.dumps(report, indent=2) + "\n")
+        temporary.replace(args.output)  # atomic: a run stopped while writing keeps the last whole report
+        return report
+
+    report = save(run(dreams, args.max_steps, guards, models, args.seed, save=save))
     print(f"{'':44} {'dreams':>6} {'agree':>6} {'judged S->real S':>17} {'real S seen':>11}")
     for name, summary in [("all", report["overall"]), *report["per_run"].items(), *report["per_task"].items()]:
         print(
