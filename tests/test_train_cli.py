@@ -94,6 +94,17 @@ def test_train_dream_end_to_end(tmp_path):
     assert all("axtree" not in dream.metadata["options"]["start_state"] for dream in dreams)
 
 
+@pytest.mark.slow
+def test_train_dream_with_group_relative_judging(tmp_path):
+    """Reward guards reach the dreams of a GSPO run: each group's dreams are judged together, and recorded."""
+    guards = '{"judge_votes": 2, "group_judging": "votes"}'
+    summary, _ = _run(tmp_path, "--env", "dream", "--expert-frac", "0", "--max-steps", "1", "--reward-guards", guards)
+    assert summary["reward_guards"] == {"judge_votes": 2, "group_judging": "votes"}
+    dreams = list(iter_trajectories(tmp_path / "run" / "episodes.jsonl", on_error="raise"))
+    judged = [d for d in dreams if d.metadata["judge_reasoning"].startswith("group-relative (votes)")]
+    assert judged and all(0.0 <= d.reward <= 1.0 for d in dreams)
+
+
 @pytest.mark.browser
 @pytest.mark.slow
 def test_train_real_end_to_end(tmp_path):
