@@ -194,6 +194,16 @@ class DreamDynamics:
                     uncertain_cut.add(index)
         return uncertain_cut
 
+    def _defer_judging(
+        self, episodes: Sequence[DreamEpisode], to_judge: list[int], infos: list[dict[str, Any]]
+    ) -> None:
+        """Leave the finished episodes ``to_judge`` unjudged (reward 0), with the request their group's judge reads."""
+        for index in to_judge:
+            infos[index].update(judge_pending=True, judged=False, judge_reasoning="", judge_error="")
+            infos[index]["judge_request"] = dataclasses.asdict(self.judge_request(episodes[index]))
+            if episodes[index].uncertain_steps:
+                infos[index]["world_model_uncertain_steps"] = episodes[index].uncertain_steps
+
     def _finish(
         self,
         episodes: Sequence[DreamEpisode],
@@ -232,11 +242,7 @@ class DreamDynamics:
                 # Nothing was done in the dream, so nothing can have been accomplished: no judge call.
                 infos[index].update(judge_reasoning="the dream took no valid action", judge_error="")
         if self.guards.group_judging != "off":  # judged later with the dream's group (judge_groups)
-            for index in to_judge:
-                infos[index].update(judge_pending=True, judged=False, judge_reasoning="", judge_error="")
-                infos[index]["judge_request"] = dataclasses.asdict(self.judge_request(episodes[index]))
-                if episodes[index].uncertain_steps:
-                    infos[index]["world_model_uncertain_steps"] = episodes[index].uncertain_steps
+            self._defer_judging(episodes, to_judge, infos)
             to_judge = []
         try:
             requests = [self.judge_request(episodes[i]) for i in to_judge]

@@ -360,6 +360,52 @@ class CT2Backend:
     ) -> list[Generation]:
         return self._submit(generator, prompts, params, static, cache, asynchronous=False)()
 
+    def _decode_one_token_prompts_apart(
+        self, generator: Any, prompts: list[list[int]], params: SamplingParams
+    ) -> Callable[[], list[Generation]]:
+        """Decode the one-token prompts and the longer ones in two calls (see ``_submit``), in the callers' order."""
+        short = [row for row, ids in enumerate(prompts) if len(ids) == 1]
+        rest = [row for row in range(len(prompts)) if len(prompts[row]) > 1]
+        outputs = dict(zip(short, self._decode(generator, [prompts[r] for r in short], params, [], False), strict=True))
+        outputs.update(zip(rest, self._decode(generator, [prompts[r] for r in rest], params, [], False), strict=True))
+        return lambda: [outputs[row] for row in range(len(prompts))]
+
+    def _generate_options(self, params: SamplingParams, on_token: Callable[[Any], bool]) -> dict[str, Any]:
+        """``Generator.generate_batch`` keywords for ``params``, streaming every token to ``on_token``."""
+        temperature = 1.0 if params.greedy else params.temperature / self.logits_temperature
+        return {
+            "max_length": params.max_new_tokens,
+            "include_prompt_in_result": False,
+            "end_token": self.eos_token_ids or None,
+            "return_end_token": True,
+            "return_scores": True,
+            "callback": on_token,
+            "sampling_topk": 1 if params.greedy else 0,
+            "sampling_topp": 1.0 if params.greedy else params.top_p,
+            "sampling_temperature": temperature,
+        }
+
+    def _generations(
+        self,
+        prompts: list[list[int]],
+        params: SamplingParams,
+        completions: list[list[int]],
+        logprobs: list[list[float]],
+        texts: list[str | None],
+        finish: list[str],
+    ) -> list[Generation]:
+        """The streamed tokens of one call as :class:`Generation` s (``texts[row]`` set where a stop rule cut it)."""
+        # The engine's log-probs are at its output layer's temperature: right only when that is the call's.
+        exact = self.logits_temperature == (1.0 if params.greedy else params.temperature)
+        generations = []
+        for row, ids in enumerate(prompts):
+            text = texts[row]
+            if text is None:
+                text = self.tokenizer.decode(completions[row], skip_special_tokens=True)
+            row_logprobs = [float(value) for value in logprobs[row]] if exact else []
+            generations.append(Generation(text, list(ids), completions[row], row_logprobs, finish[row]))
+        return generations
+
     def _submit(
         self,
         generator: Any,
@@ -374,18 +420,9 @@ class CT2Backend:
         if min(rests) == 1 and max(rests) > 1:
             # CTranslate2 prefills a call's prompts up to the shortest minus one token; when that is nothing,
             # it reports the longer prompts' remaining tokens as generated ones. Keep two tokens in every rest.
-            if static:
-                static, cache = static[:-1], False
-            else:
-                short = [row for row, ids in enumerate(prompts) if len(ids) == 1]
-                rest = [row for row in range(len(prompts)) if len(prompts[row]) > 1]
-                outputs = dict(
-                    zip(short, self._decode(generator, [prompts[r] for r in short], params, [], False), strict=True)
-                )
-                outputs.update(
-                    zip(rest, self._decode(generator, [prompts[r] for r in rest], params, [], False), strict=True)
-                )
-                return lambda: [outputs[row] for row in range(len(prompts))]
+            if not static:
+                return self._decode_one_token_prompts_apart(generator, prompts, params)
+            static, cache = static[:-1], False
         skip = len(static)
         start_tokens = [self.tokenizer.convert_ids_to_tokens(ids[skip:]) for ids in prompts]
         completions: list[list[int]] = [[] for _ in prompts]
@@ -407,18 +444,7 @@ class CT2Backend:
                 return True
             return False
 
-        temperature = 1.0 if params.greedy else params.temperature / self.logits_temperature
-        options: dict[str, Any] = {
-            "max_length": params.max_new_tokens,
-            "include_prompt_in_result": False,
-            "end_token": self.eos_token_ids or None,
-            "return_end_token": True,
-            "return_scores": True,
-            "callback": on_token,
-            "sampling_topk": 1 if params.greedy else 0,
-            "sampling_topp": 1.0 if params.greedy else params.top_p,
-            "sampling_temperature": temperature,
-        }
+        options = self._generate_options(params, on_token)
         if static:
             options.update(static_prompt=self.tokenizer.convert_ids_to_tokens(static), cache_static_prompt=cache)
         try:
@@ -432,16 +458,7 @@ class CT2Backend:
                     handle.result()
             except (RuntimeError, ValueError) as error:
                 raise GenerationError(f"CTranslate2 generation failed: {error}") from error
-            # The engine's log-probs are at its output layer's temperature: right only when that is the call's.
-            exact = self.logits_temperature == (1.0 if params.greedy else params.temperature)
-            generations = []
-            for row, ids in enumerate(prompts):
-                text = texts[row]
-                if text is None:
-                    text = self.tokenizer.decode(completions[row], skip_special_tokens=True)
-                row_logprobs = [float(value) for value in logprobs[row]] if exact else []
-                generations.append(Generation(text, list(ids), completions[row], row_logprobs, finish[row]))
-            return generations
+            return self._generations(prompts, params, completions, logprobs, texts, finish)
 
         return collect
 
