@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import lzma
 import os
 import warnings
 from collections.abc import Callable, Iterable, Iterator
@@ -40,7 +41,7 @@ def iter_trajectories(path: PathLike, on_error: Literal["skip", "raise"] = "skip
     """Yield the trajectories of a JSONL file, one per non-blank line.
 
     Args:
-        path: A ``.jsonl`` file.
+        path: A ``.jsonl`` file, or an xz-compressed one (``.jsonl.xz``, as the package ships large data).
         on_error: ``"skip"`` warns (naming file and line) and goes on; ``"raise"`` raises
             :class:`CorruptRecordError`.
 
@@ -53,7 +54,7 @@ def iter_trajectories(path: PathLike, on_error: Literal["skip", "raise"] = "skip
     if not path.is_file():
         raise FileNotFoundError(f"trajectory file not found: {path}")
     base = urls.miniwob_pages_url()  # once per file: it may look up the installed package
-    with path.open("rb") as handle:
+    with lzma.open(path, "rb") if path.suffix == ".xz" else path.open("rb") as handle:
         for line_number, raw in enumerate(handle, start=1):
             try:
                 line = raw.decode("utf-8")
@@ -73,7 +74,7 @@ def iter_trajectories(path: PathLike, on_error: Literal["skip", "raise"] = "skip
 def read_trajectories(
     paths: PathLike | Iterable[PathLike], on_error: Literal["skip", "raise"] = "skip"
 ) -> list[Trajectory]:
-    """Read one JSONL file, several, or every ``*.jsonl`` file of a directory."""
+    """Read one JSONL file, several, or every ``*.jsonl`` / ``*.jsonl.xz`` file of a directory."""
     return [trajectory for path in _expand(paths) for trajectory in iter_trajectories(path, on_error)]
 
 
@@ -131,7 +132,7 @@ def _expand(paths: PathLike | Iterable[PathLike]) -> list[Path]:
         paths = [paths]
     expanded: list[Path] = []
     for path in map(Path, paths):
-        expanded.extend(sorted(path.glob("*.jsonl")) if path.is_dir() else [path])
+        expanded.extend(sorted([*path.glob("*.jsonl"), *path.glob("*.jsonl.xz")]) if path.is_dir() else [path])
     return expanded
 
 

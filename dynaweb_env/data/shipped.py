@@ -22,6 +22,9 @@ EXPERT_TRAJECTORIES = BUILTIN_DIR / "miniwob_small.jsonl"
 EXPLORATION_TRAJECTORIES = BUILTIN_DIR / "miniwob_explore.jsonl"
 #: Every shipped real transition: what the world model trains and is evaluated on by default.
 WORLD_MODEL_TRAJECTORIES = (EXPERT_TRAJECTORIES, EXPLORATION_TRAJECTORIES)
+#: ``dynaweb-build-data``'s large dataset as shipped: ``<split>/*.jsonl.xz`` and ``MANIFEST.json`` (checksums of
+#: the uncompressed files). Train on a split with ``dynaweb-train-wm --dataset_path <this>/train``.
+LARGE_DATA_DIR = Path(str(files("dynaweb_env.data") / "miniwob-large"))
 
 #: Task seeds ``s`` with ``s % TEST_SEED_MODULUS == TEST_SEED_MODULUS - 1`` form the test split.
 TEST_SEED_MODULUS = 5
@@ -36,6 +39,7 @@ __all__ = [
     "BUILTIN_DIR",
     "EXPERT_TRAJECTORIES",
     "EXPLORATION_TRAJECTORIES",
+    "LARGE_DATA_DIR",
     "TEST_SEED_MODULUS",
     "WORLD_MODEL_TRAJECTORIES",
     "split_of",
