@@ -119,7 +119,7 @@ def test_dream_against_served_world_model_and_judge(served):
         "dynaweb_trainer.dream_demo", "--policy", "expert", "--task", "miniwob.click-button",
         "--world-model", world_model, "--judge", judge, "--dream-length", "2", "--world-model-max-new-tokens", "256",
     )  # fmt: skip
-    assert "Predicted changes" in result.stdout or "predicted" in result.stdout.lower(), result.stdout[-2000:]
+    assert "WORLD MODEL CHANGES:" in result.stdout, result.stdout[-2000:]  # a served world-model step was printed
     assert "judge" in result.stdout.lower()
     assert server.requests() >= before + 2  # at least one world-model step and the judge's verdict
 
@@ -127,7 +127,6 @@ def test_dream_against_served_world_model_and_judge(served):
 @pytest.mark.slow
 def test_train_dream_against_served_world_model_and_judge(served, tmp_path):
     server, world_model, judge = served
-    before = server.requests()
     output_dir = tmp_path / "run"
     _run(
         "dynaweb_trainer.cli", "--env", "dream", "--expert-frac", "0.5", "--policy", "tiny-random",
@@ -139,5 +138,9 @@ def test_train_dream_against_served_world_model_and_judge(served, tmp_path):
     summary = json.loads((output_dir / "summary.json").read_text())
     assert summary["global_step"] == 1 and summary["last_checkpoint"].endswith("checkpoint-1")
     dreams = [json.loads(line) for line in (output_dir / "episodes.jsonl").read_text().splitlines()]
-    assert any(record["source"] == "dream" for record in dreams)
-    assert server.requests() > before
+    dreams = [record for record in dreams if record["source"] == "dream"]
+    assert dreams and all(record["metadata"].get("world_model_errors", 0) == 0 for record in dreams)
+    # The untrained tiny-random policy's one-turn dreams end before a valid action reaches the world model, so
+    # this run proves the trainer builds and steps its dream envs on the served specs end to end (no backend
+    # error); the dream test above is the one that proves requests reach the server and are answered.
+    assert server.process.poll() is None  # the server outlived the run
