@@ -166,7 +166,16 @@ def test_judge_examples_are_the_judges_prompt_and_the_real_verdict(tokenizer, ex
         assert trained == format_judge_target(reward == 1.0, prompt_style) + tokenizer.eos_token
 
 
+def test_judge_prefixes_last_keeps_only_the_cut_before_the_last_action(tokenizer):
+    config = WorldModelSFTConfig(output_dir="/tmp/unused", examples="judge", max_length=None, judge_prefixes="last")
+    data = build_world_model_dataset(tokenizer, [login_trajectory("a")], config)
+    assert data.stats["judge_examples"] == 2 and data.stats["judge_successes"] == 1
+    assert len(data.rows) == 2
+
+
 def test_config_validation(tmp_path):
+    with pytest.raises(ValueError, match="judge_prefixes"):
+        WorldModelSFTConfig(output_dir=str(tmp_path), judge_prefixes="some")
     with pytest.raises(ValueError, match="examples"):
         WorldModelSFTConfig(output_dir=str(tmp_path), examples="verdicts")
     with pytest.raises(ValueError, match="loss_on"):
