@@ -19,11 +19,13 @@ onto their embedded base model, see :func:`adapter_base`):
 - ``smollm2-135m-wm``: the web world model, ``smollm2-135m`` fine-tuned by ``dynaweb-train-wm`` on
   the shipped MiniWoB++ transitions in tree mode (the paper's format: Δ, then the next tree).
   ``DreamWeb-v0`` dreams with it by default.
-- ``smollm2-135m-wm-patch``: the same in patch mode (Δ as edits of the current tree); the default
-  of ``DreamWeb-v0`` with ``output_mode="patch"``.
+- ``smollm2-135m-wm-patch``: the world model in patch mode (Δ as edits of the current tree), retrained with
+  compact prompts on the large dataset's train split (expert and exploration, 24 tasks); the default of
+  ``DreamWeb-v0`` with ``output_mode="patch"``.
 - ``smollm2-135m-judge``: the trajectory judge, ``smollm2-135m`` fine-tuned by ``dynaweb-train-wm
-  --examples judge`` on the real outcomes of the shipped MiniWoB++ trajectories (``judge="smollm2-135m-judge"``
-  in ``DreamWeb-v0``, ``--judge smollm2-135m-judge`` in ``dynaweb-train``).
+  --examples judge --judge_prefixes last`` (compact prompts) on the real outcomes of the large dataset's train
+  split (24 tasks, :data:`~dynaweb_env.data.shipped.LARGE_DATA_DIR`; ``judge="smollm2-135m-judge"`` in
+  ``DreamWeb-v0``, ``--judge smollm2-135m-judge`` in ``dynaweb-train``).
 
 Preparing is idempotent and atomic: a model is written to a temporary directory and renamed into
 place only when complete, so an interrupted conversion never leaves a broken cache entry.
@@ -243,13 +245,13 @@ SHIPPED_ADAPTERS: dict[str, ShippedAdapter] = {
     "smollm2-135m-wm-patch": ShippedAdapter(
         "smollm2-135m-wm-patch",
         "smollm2-135m-wm-patch",
-        "web world model (patch mode): smollm2-135m + LoRA from dynaweb-train-wm on the shipped MiniWoB++ data",
+        "web world model (patch mode): smollm2-135m + LoRA from dynaweb-train-wm on the large MiniWoB++ data",
         output_mode="patch",
     ),
     "smollm2-135m-judge": ShippedAdapter(
         "smollm2-135m-judge",
         "smollm2-135m-judge",
-        "trajectory judge: smollm2-135m + LoRA from dynaweb-train-wm --examples judge on the shipped MiniWoB++ data",
+        "trajectory judge: smollm2-135m + LoRA from dynaweb-train-wm --examples judge on the large MiniWoB++ data",
     ),
 }
 #: The shipped trained judge: what the ``cpu-small`` preset, ``dynaweb-dream`` and the paper's-claims
