@@ -53,7 +53,8 @@ def test_served_model_spec_reads_the_exported_facts(tmp_path):
     (tmp_path / WORLD_MODEL_INFO_FILE).write_text('{"prompt_style": "compact", "output_mode": "tree"}')
     spec = served_model_spec(tmp_path, URL + "/", timeout=600, retries=1)
     assert spec == f"openai:{tmp_path}@{URL}?timeout=600&retries=1&prompt_style=compact&output_mode=tree"
-    assert served_model_spec("judge", URL, trained_as="smollm2-135m-judge") == f"openai:judge@{URL}?prompt_style=compact"
+    judge_spec = served_model_spec("judge", URL, trained_as="smollm2-135m-judge")
+    assert judge_spec == f"openai:judge@{URL}?prompt_style=compact"
     plain = served_model_spec("judge", URL, vllm_extensions=False)
     assert "vllm_extensions=0" in plain and make_backend(plain, cache=False).vllm_extensions is False
     with pytest.raises(ValueError, match="flag"):
