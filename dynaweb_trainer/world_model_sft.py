@@ -86,6 +86,7 @@ LABEL_MISSING = ("diff", "skip")
 #: What one adapter learns: the world model's transitions, the judge's verdicts, or both (one adapter serving as
 #: both, as ``DreamWeb-v0`` uses its world model's backend as judge by default).
 EXAMPLES = ("world_model", "judge", "both")
+#: Failure cases a real success yields for the judge: every shorter cut, or only the cut before its last action.
 JUDGE_PREFIXES = ("all", "last")
 
 
