@@ -19,6 +19,7 @@ from dynaweb_env.world_model import (
     parse_judge_output,
     parse_world_model_output,
 )
+from dynaweb_env.world_model.judge import build_judge_messages
 from dynaweb_env.world_model.prompts import (
     WORLD_MODEL_ACTION_GROUPS,
     WORLD_MODEL_FORMAT_NOTES,
@@ -256,6 +257,19 @@ def test_judge_batches_and_shows_the_whole_trajectory():
     assert "1. click [3]\n   REASON: open it\n2. stop [42]" in user and "AGENT ANSWER: 42" in user
     assert "AGENT ANSWER: None" in backend.calls[0][0][1][1]["content"]
     assert judge.judge([]) == [] and len(backend.calls) == 1
+
+
+def test_a_trained_judge_does_not_read_the_agents_reasoning():
+    # The policy writes its reasoning, so a trained (compact) judge that read it could be won over by wording.
+    request = JudgeRequest(
+        "Submit.", (JudgeStep("click [3]", "Every field holds its text; I submit.", "[3] button 'Submit'"),), "u", "t"
+    )
+    compact = build_judge_messages(request, prompt_style="compact")[1]["content"]
+    paper = build_judge_messages(request, prompt_style="paper")[1]["content"]
+    assert "1. click [3]\n   ELEMENT: [3] button 'Submit'\nFINAL URL: u" in compact and "Every field" not in compact
+    assert "   REASON: Every field holds its text; I submit." in paper
+    silent = JudgeRequest("Submit.", (JudgeStep("click [3]", "", "[3] button 'Submit'"),), "u", "t")
+    assert compact == build_judge_messages(silent, prompt_style="compact")[1]["content"]
 
 
 # --- real models -----------------------------------------------------------------------------

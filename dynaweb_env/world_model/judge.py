@@ -1,7 +1,8 @@
 """The trajectory judge: the model-based self-assessment ``r̂(τ, q) ∈ {0, 1}`` that rewards dreams.
 
 A dream has no ground-truth reward, so (as in the paper) an LLM reads the whole trajectory — the
-task, every action with the agent's reasoning, the final page, and the ``stop`` answer — and
+task, every action with the agent's reasoning (not in the compact style of trained judges: a policy could
+copy the wording that came with success), the final page, and the ``stop`` answer — and
 decides whether the task was accomplished. The prompt follows the structure of the paper's prompts
 (role, information given, output format) and asks for a last line ``VERDICT: SUCCESS`` or
 ``VERDICT: FAILURE``; anything else earns reward 0 with the problem recorded in
@@ -136,13 +137,22 @@ class JudgeVerdict:
     abstained: bool = False
 
 
-def format_judge_input(request: JudgeRequest, max_axtree_chars: int = 0) -> str:
-    """The user message for one trajectory."""
+def format_judge_input(request: JudgeRequest, max_axtree_chars: int = 0, reasons: bool = True) -> str:
+    """The user message for one trajectory.
+
+    Args:
+        request: The trajectory.
+        max_axtree_chars: Truncate the final tree to this many characters (``0``: whole).
+        reasons: Show the agent's reasoning for each action. A judge trained on recorded trajectories must not
+            read it: the policy writes it, and a recording's reasons tell its outcome apart (the scripted
+            expert's "Every field holds its text; I click 'Submit'" against exploration's "Exploring: ..."),
+            so a judge that reads them learns to grade the wording, which a policy can copy, not the page.
+    """
     if request.steps:
         history = "\n".join(
             f"{index}. {step.action}"
             + (f"\n   ELEMENT: {step.target}" if step.target else "")
-            + (f"\n   REASON: {step.reasoning.strip()}" if step.reasoning.strip() else "")
+            + (f"\n   REASON: {step.reasoning.strip()}" if reasons and step.reasoning.strip() else "")
             for index, step in enumerate(request.steps, start=1)
         )
     else:
@@ -163,10 +173,15 @@ def judge_system_prompt(prompt_style: str = "paper") -> str:
 
 
 def build_judge_messages(request: JudgeRequest, max_axtree_chars: int = 0, prompt_style: str = "paper") -> Conversation:
-    """The chat conversation asking for a verdict on one trajectory."""
+    """The chat conversation asking for a verdict on one trajectory.
+
+    The compact style (trained judges) leaves out the agent's reasoning (see :func:`format_judge_input`); the
+    paper style shows it, as the paper's judge reads it.
+    """
+    reasons = check_prompt_style(prompt_style) != "compact"
     return [
         {"role": "system", "content": judge_system_prompt(prompt_style)},
-        {"role": "user", "content": format_judge_input(request, max_axtree_chars)},
+        {"role": "user", "content": format_judge_input(request, max_axtree_chars, reasons)},
     ]
 
 
