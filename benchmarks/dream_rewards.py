@@ -75,7 +75,7 @@ from dynaweb_env.data.schema import Trajectory
 from dynaweb_env.data.shipped import split_of
 from dynaweb_env.data.start_states import builtin_start_states_path
 from dynaweb_env.envs.dream_guards import RewardGuards
-from dynaweb_env.models import DEFAULT_WORLD_MODELS, TRAINED_JUDGE
+from dynaweb_env.models import DEFAULT_WORLD_MODEL, TRAINED_JUDGE
 
 # The re-dreaming parts live beside this script (benchmarks/ is not a package).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -285,7 +285,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=384,
         help="token budget of a re-dreamed page (default 384, as dynaweb-train's cpu-small preset)",
     )
-    parser.add_argument("--world-model", default=DEFAULT_WORLD_MODELS["tree"], help="world model of re-dreams")
+    parser.add_argument("--world-model", default=DEFAULT_WORLD_MODEL, help="world model of re-dreams")
     parser.add_argument("--judge", default=TRAINED_JUDGE, help="judge of re-dreams")
     parser.add_argument("--seed", type=int, default=0, help="sampling seed of re-dreams")
     args = parser.parse_args(argv)

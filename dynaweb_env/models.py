@@ -261,6 +261,10 @@ TRAINED_JUDGE = "smollm2-135m-judge"
 DEFAULT_WORLD_MODELS: dict[str, str] = {
     adapter.output_mode: name for name, adapter in SHIPPED_ADAPTERS.items() if adapter.output_mode
 }
+#: The world model ``DreamWeb-v0`` and ``dynaweb-train`` use when neither a world model nor an output mode is
+#: named: patch mode, which on held-out seeds predicts the next page and the end of an episode better than
+#: tree mode (README, "The world model": strict F1 and terminal accuracy of both on the same transitions).
+DEFAULT_WORLD_MODEL = "smollm2-135m-wm-patch"
 #: File that makes a directory a (peft) adapter rather than a full checkpoint.
 ADAPTER_CONFIG_FILE = "adapter_config.json"
 #: Written by ``dynaweb-train-wm`` beside the world model or judge it trains:

@@ -157,10 +157,10 @@ class GSPOConfig(GRPOConfig, DreamEnvSettings, LoraSettings):
         world_model (`str` or `None`, *optional*, defaults to `None`):
             World-model backend spec for `dynaweb_env.llm.make_backend` (embedded name, shipped adapter, local
             path, `openai:<model>@<url>`, ...); `None` is the shipped trained world model of
-            `world_model_output_mode` (`smollm2-135m-wm`, or `smollm2-135m-wm-patch` in patch mode).
+            `world_model_output_mode` (`smollm2-135m-wm-patch`, or `smollm2-135m-wm` in tree mode).
         world_model_output_mode (`str` or `None`, *optional*, defaults to `None`):
             `"tree"` (the paper's full next tree) or `"patch"` (edits of the current tree); `None` is the
-            shipped world model's own mode, else `"tree"`.
+            world model's recorded mode (`"patch"` when no world model is named), else `"tree"`.
         judge (`str` or `None`, *optional*, defaults to `None`):
             Judge backend spec; `None` reuses the world model's backend (the paper's setting: one LLM). The
             `cpu-small` preset sets the shipped trained judge `"smollm2-135m-judge"`.

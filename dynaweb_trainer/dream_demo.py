@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from dynaweb_env.data.start_states import load_start_states
+from dynaweb_env.envs.dream_setup import resolve_world_model
 from dynaweb_env.llm.base import SamplingParams
 from dynaweb_env.models import TRAINED_JUDGE
 from dynaweb_env.observation import truncate_axtree
@@ -88,8 +89,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     env = make_dream_vector_env(1, **{**args.env_kwargs(), "max_axtree_chars": args.max_axtree_chars})
     policy = load_policy(args.policy)
     encoder = EpisodeEncoder(policy.tokenizer, max_axtree_chars=args.max_axtree_chars)
-    world_model = args.world_model or f"shipped ({args.world_model_output_mode or 'tree'} mode)"
-    print(f"policy {policy.name} | world model {world_model} | judge {args.judge or 'world model'}")
+    world_model, output_mode = resolve_world_model(args.world_model, args.world_model_output_mode)
+    judge = args.judge or "world model"
+    print(f"policy {policy.name} | world model {world_model} ({output_mode} mode) | judge {judge}")
     print(f"task {start.task_id} (step {start.step_index} of a real trajectory)")
     result = run_episodes(
         env,

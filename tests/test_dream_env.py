@@ -339,7 +339,8 @@ def test_check_env_on_the_default_registration():
 @pytest.mark.parametrize(
     ("world_model", "output_mode", "expected"),
     [
-        (None, None, ("smollm2-135m-wm", "tree")),  # the shipped, trained world model
+        (None, None, ("smollm2-135m-wm-patch", "patch")),  # the shipped, trained world model
+        (None, "tree", ("smollm2-135m-wm", "tree")),
         (None, "patch", ("smollm2-135m-wm-patch", "patch")),
         ("smollm2-135m-wm-patch", None, ("smollm2-135m-wm-patch", "patch")),  # a shipped adapter knows its mode
         ("smollm2-135m", "patch", ("smollm2-135m", "patch")),

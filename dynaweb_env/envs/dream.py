@@ -360,12 +360,14 @@ class DreamWebEnv(gym.Env[dict[str, str], str]):
 
     - ``world_model``: backend spec (string or dict) for :func:`dynaweb_env.llm.make_backend`, a
       backend, or a ready ``WebWorldModel`` (whose own sampling then applies instead of the
-      arguments below). Default: the shipped world model of ``output_mode``, ``"smollm2-135m-wm"``
-      (the embedded model with the LoRA adapter ``dynaweb-train-wm`` trained on the shipped data)
-      or ``"smollm2-135m-wm-patch"``. ``"smollm2-135m"`` is the same model untrained.
+      arguments below). Default: the shipped world model of ``output_mode``, and with neither named
+      ``"smollm2-135m-wm-patch"`` (:data:`~dynaweb_env.models.DEFAULT_WORLD_MODEL`: the embedded model with
+      the LoRA adapter ``dynaweb-train-wm`` trained on the large MiniWoB++ data); ``"smollm2-135m-wm"`` is
+      the shipped tree-mode one, ``"smollm2-135m"`` the same model untrained.
     - ``output_mode``: what the world model writes: ``"tree"`` (the paper's next tree) or
       ``"patch"`` (edits of the current tree, :mod:`dynaweb_env.world_model.patch`). Default: the
-      named world model's own mode if it is shipped, else ``"tree"``.
+      named world model's own mode if it records one, else ``"tree"``; ``"patch"`` when no world model is
+      named.
     - ``judge``: backend spec, backend or ``TrajectoryJudge``; ``None`` uses the world model's backend.
     - ``start_states``: a trajectory JSONL file or directory; ``None`` for the shipped MiniWoB++ set.
     - ``tasks``: keep only these task ids.

@@ -42,24 +42,27 @@ def resolve_world_model(
 ) -> tuple[str | dict | GenerationBackend | WebWorldModel, str]:
     """The world model and output mode a dream env uses, given what the user named (``None``: not named).
 
-    Neither named: the shipped tree-mode world model. Only the mode: the shipped world model of that
-    mode. A trained world model (shipped adapter, ``dynaweb-train-wm`` output directory, ready
-    :class:`WebWorldModel`) carries its own mode; naming another one is a ``ValueError`` (the model
-    would be read in a format it does not write).
+    Neither named: :data:`~dynaweb_env.models.DEFAULT_WORLD_MODEL` (the shipped patch-mode world model).
+    Only the mode: the shipped world model of that mode. A trained world model (shipped adapter,
+    ``dynaweb-train-wm`` output directory, ready :class:`WebWorldModel`) carries its own mode; naming
+    another one is a ``ValueError`` (the model would be read in a format it does not write). A model that
+    records no mode (a prompted one) writes the paper's next tree unless ``output_mode`` says otherwise.
     """
-    from ..models import DEFAULT_WORLD_MODELS, world_model_output_mode
+    from ..models import DEFAULT_WORLD_MODEL, DEFAULT_WORLD_MODELS, world_model_output_mode
     from ..world_model.model import OUTPUT_MODES
 
     if output_mode is not None and output_mode not in OUTPUT_MODES:
         raise ValueError(f"output_mode must be one of {sorted(OUTPUT_MODES)}, got {output_mode!r}")
+    if world_model is None:
+        mode = output_mode or world_model_output_mode(DEFAULT_WORLD_MODEL)
+        return DEFAULT_WORLD_MODELS[mode], mode
     if isinstance(world_model, WebWorldModel):
         own_mode = world_model.output_mode
     else:
         own_mode = world_model_output_mode(world_model)
     if own_mode is not None and output_mode is not None and own_mode != output_mode:
         raise ValueError(f"world model {world_model!r} writes output_mode={own_mode!r}, not {output_mode!r}")
-    mode = own_mode or output_mode or "tree"
-    return (DEFAULT_WORLD_MODELS[mode] if world_model is None else world_model), mode
+    return world_model, own_mode or output_mode or "tree"
 
 
 def load_task_start_states(start_states: str | None, tasks: Sequence[str] | None, include_intermediate: bool):
