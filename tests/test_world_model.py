@@ -319,21 +319,28 @@ def test_world_model_and_judge_on_smollm2_with_short_generation():
 def test_shipped_judge_tells_held_out_successes_from_their_cuts():
     """The shipped trained judge (``smollm2-135m-judge``) on real held-out MiniWoB++ trajectories it never saw.
 
-    Two click tasks of the test split, each as recorded (a real success) and cut before its last action (the task
-    left unfinished). The prompted base model says FAILURE to all four (``benchmarks/results/judge_accuracy.json``).
+    The first test-split trajectory of every task of the small shipped data, each as recorded (a real success) and
+    cut before its last action (the task left unfinished). The prompted base model says FAILURE to every case
+    (``benchmarks/results/judge_accuracy.json``), which scores 0.5 here. The judge reads no agent reasoning, and on
+    held-out seeds of the large data it scores 0.89, weakest on one-click tasks (``heldout2_judge_noreasons.json``).
     """
     from dynaweb_env.data.shipped import EXPERT_TRAJECTORIES as BUILTIN_TRAJECTORIES
     from dynaweb_env.llm import make_backend
     from dynaweb_env.world_model.judge import judge_cases
     from dynaweb_trainer.world_model_sft import load_trajectories
 
-    held_out = [
-        t
-        for t in load_trajectories([BUILTIN_TRAJECTORIES], "test")
-        if t.task_id in ("miniwob.click-button", "miniwob.click-dialog")
-    ]
-    cases = judge_cases(held_out)
+    first_of_task = {}
+    for trajectory in load_trajectories([BUILTIN_TRAJECTORIES], "test"):
+        if trajectory.success:
+            first_of_task.setdefault(trajectory.task_id, trajectory)
+    cases = judge_cases(list(first_of_task.values()))
     judge = TrajectoryJudge(make_backend("smollm2-135m-judge"), SamplingParams(temperature=0.0, max_new_tokens=48))
     verdicts = judge.judge([request for request, _, _ in cases])
     assert all(verdict.error is None for verdict in verdicts)
-    assert [verdict.reward for verdict in verdicts] == [reward for _, reward, _ in cases] == [1.0, 0.0, 1.0, 0.0]
+    truth = [reward for _, reward, _ in cases]
+    assert len(first_of_task) >= 5 and truth.count(1.0) == truth.count(0.0) == len(first_of_task)
+    correct = [verdict.reward == reward for verdict, reward in zip(verdicts, truth, strict=True)]
+    successes = [c for c, reward in zip(correct, truth, strict=True) if reward == 1.0]
+    failures = [c for c, reward in zip(correct, truth, strict=True) if reward == 0.0]
+    assert sum(correct) / len(correct) >= 0.75, (sum(correct), len(correct))
+    assert sum(successes) >= len(successes) / 2 and sum(failures) >= len(failures) / 2
