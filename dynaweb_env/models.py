@@ -17,15 +17,15 @@ Shipped adapters (LoRA adapters this project trained, inside the package, a few 
 onto their embedded base model, see :func:`adapter_base`):
 
 - ``smollm2-135m-wm``: the web world model, ``smollm2-135m`` fine-tuned by ``dynaweb-train-wm`` on
-  the shipped MiniWoB++ transitions in tree mode (the paper's format: Δ, then the next tree).
-  ``DreamWeb-v0`` dreams with it by default.
+  the shipped MiniWoB++ transitions in tree mode (the paper's format: Δ, then the next tree); the default
+  of ``DreamWeb-v0`` with ``output_mode="tree"``.
 - ``smollm2-135m-wm-patch``: the world model in patch mode (Δ as edits of the current tree), retrained with
-  compact prompts on the large dataset's train split (expert and exploration, 24 tasks); the default of
-  ``DreamWeb-v0`` with ``output_mode="patch"``.
+  compact prompts on the large dataset's train split (expert and exploration, 24 tasks); ``DreamWeb-v0``
+  dreams with it by default (:data:`DEFAULT_WORLD_MODEL`).
 - ``smollm2-135m-judge``: the trajectory judge, ``smollm2-135m`` fine-tuned by ``dynaweb-train-wm
-  --examples judge --judge_prefixes last`` (compact prompts) on the real outcomes of the large dataset's train
-  split (24 tasks, :data:`~dynaweb_env.data.shipped.LARGE_DATA_DIR`; ``judge="smollm2-135m-judge"`` in
-  ``DreamWeb-v0``, ``--judge smollm2-135m-judge`` in ``dynaweb-train``).
+  --examples judge --judge_prefixes last`` (compact prompts, which leave out the agent's reasoning) on the
+  real outcomes of the large dataset's train split (24 tasks, :data:`~dynaweb_env.data.shipped.LARGE_DATA_DIR`;
+  ``judge="smollm2-135m-judge"`` in ``DreamWeb-v0``, ``--judge smollm2-135m-judge`` in ``dynaweb-train``).
 
 Preparing is idempotent and atomic: a model is written to a temporary directory and renamed into
 place only when complete, so an interrupted conversion never leaves a broken cache entry.
