@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dynaweb_env.data.shipped import EXPERT_TRAJECTORIES, EXPLORATION_TRAJECTORIES, split_of
+from dynaweb_env.models import DEFAULT_WORLD_MODEL
 from dynaweb_trainer.evaluate import DEFAULT_TASKS
 
 if TYPE_CHECKING:
@@ -37,7 +38,10 @@ TOOLS: dict[str, str] = {
 NON_SEMANTIC_FLAGS = frozenset({"--num-envs", "--save-steps", "--save_steps", "--resume"})
 DEMONSTRATIONS = EXPERT_TRAJECTORIES
 EXPLORATION = EXPLORATION_TRAJECTORIES
-TRAINED_WORLD_MODEL = "smollm2-135m-wm"
+#: What ``dynaweb-train`` dreams with when no ``--world-model`` is given. The runs recorded in
+#: ``paper_claims_{table1,dream_length,expert_frac,world_model}.json`` predate commit c4f2d74 and dreamed with
+#: the tree model ``smollm2-135m-wm`` (their JSON names it); a rerun of their commands now dreams with this one.
+TRAINED_WORLD_MODEL = DEFAULT_WORLD_MODEL
 #: Written beside the collected demonstrations: how long their collection took.
 COLLECT_SECONDS_FILE = "collect_seconds.json"
 
