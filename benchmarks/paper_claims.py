@@ -197,6 +197,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     parser.add_argument("--aggregate-only", action="store_true", help="write JSON + PNG from finished runs only")
+    parser.add_argument(
+        "--reuse-recorded",
+        nargs="+",
+        type=Path,
+        default=[],
+        metavar="JSON",
+        help="committed results files (e.g. benchmarks/results/paper_claims_table1.json) whose runs of identical "
+        "commands stand in, marked recorded_in, for runs with no outputs on disk (aggregation only; nothing is rerun "
+        "or skipped because of them)",
+    )
     parser.add_argument("--quiet", action="store_true", help="do not echo the tools' output (it is in their logs)")
     return parser.parse_args(argv)
 
@@ -215,6 +225,7 @@ def make_context(args: argparse.Namespace) -> Context:
         demonstrations=parse_demonstrations(args.demonstrations),
         sft_seed=args.sft_seed,
         reward_guards=parse_reward_guards(args.reward_guards),
+        recorded=tuple(path.resolve() for path in args.reuse_recorded),
     )
 
 

@@ -335,3 +335,28 @@ def test_dreams_only_is_the_decisive_comparison_and_records_its_guards(tmp_path)
     assert (tmp_path / "dreams_only.png").stat().st_size > 10_000
     bad = drive(tmp_path, "dreams_only", "--reward-guards", '{"judge_vote": 5}', "--dry-run")
     assert bad.returncode == 2 and "unknown reward_guards" in bad.stderr
+
+
+def test_recorded_runs_of_identical_commands_stand_in_only_when_asked(tmp_path):
+    """--reuse-recorded: a committed run with the same output directories (same commands) fills a missing run."""
+    args = ["dreams_only", "--seeds", "0", "--sft-seed", "0", "--runs-dir", str(tmp_path)]
+    ctx = claims.make_context(claims.parse_args(args))
+    runs = {run.name: run for run in claims.plan("dreams_only", ctx)}
+    for name, success in (("sft-seed0", 0.5), ("dynaweb-dreams-seed0", 0.55)):
+        claims.write_json(runs[name].result_file, _fake_result(runs[name], success, 0, 0))
+    real = _fake_result(runs["gspo-real-seed0"], 0.6, 0, 0)
+    other = {**real, "output_dirs": ["runs/claims/shared/another-start"], "success": 0.9}  # other commands
+    recorded = tmp_path / "paper_claims_table1.json"
+    recorded.write_text(json.dumps({"written_at": "then", "runs": [other, {**real, "experiment": "table1"}]}))
+
+    alone = claims.aggregate("dreams_only", list(runs.values()), ctx, "cmd")
+    assert alone["missing"] == ["dreams_only/gspo-real-seed0"] and alone["criteria"]["seeds_compared"] == []
+
+    reuse = claims.make_context(claims.parse_args([*args, "--reuse-recorded", str(recorded)]))
+    report = claims.aggregate("dreams_only", list(runs.values()), reuse, "cmd")
+    assert report["missing"] == [] and len(report["recorded_runs"]) == 1
+    stand_in = next(result for result in report["runs"] if result["arm"] == "gspo-real")
+    assert stand_in["success"] == 0.6 and stand_in["experiment"] == "dreams_only" and stand_in["recorded_at"] == "then"
+    gains = report["criteria"]["gain_points_by_seed"][0]
+    assert gains == {"gspo-real": pytest.approx(10), "dynaweb-dreams": pytest.approx(5)}
+    assert not runs["gspo-real-seed0"].done(reuse)  # a driver without outputs would still run it

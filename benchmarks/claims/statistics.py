@@ -105,6 +105,24 @@ def current_result(run: Run, ctx: Context) -> dict[str, Any] | None:
     return None
 
 
+def recorded_result(run: Run, ctx: Context) -> dict[str, Any] | None:
+    """The run as recorded in a committed results file (``--reuse-recorded``), if its commands were identical.
+
+    A job's output directory is named by the hash of its command, so equal ``output_dirs`` mean the same
+    commands from the same SFT start. Used only where this run's outputs are not on disk. The result says
+    where and when it was recorded (``recorded_in``, ``recorded_at``): the code may have changed since, which
+    the reader has to weigh (the README says what was checked). Its page-by-page pairing is the recorded one.
+    """
+    mine = [rel(job.output_dir) for job in run.jobs]
+    for path in ctx.recorded:
+        report = read_json(path) or {}
+        for result in report.get("runs", []):
+            if result.get("output_dirs") == mine and result.get("arm") == run.arm.key:
+                where = {"recorded_in": rel(path), "recorded_at": report.get("written_at")}
+                return {**result, "experiment": run.experiment, "run": run.name, **where}
+    return None
+
+
 def paired_with_sft_start(run: Run, ctx: Context) -> dict[str, Any] | None:
     """An RL run's held-out episodes against its own SFT start's, page by page (same task and seed).
 
@@ -236,9 +254,9 @@ def aggregate(experiment: str, runs: Sequence[Run], ctx: Context, command: str) 
     The plotted metric is held-out success when any run was evaluated, else (``--skip-eval``) the
     training success of the last quarter of updates, which is named as such.
     """
-    per_run = [current_result(run, ctx) for run in runs]
+    per_run = [current_result(run, ctx) or recorded_result(run, ctx) for run in runs]
     for run, result in zip(runs, per_run, strict=True):
-        if result is not None:  # not stored in result.json: finished runs gain it without a rerun
+        if result is not None and "recorded_in" not in result:  # not stored in result.json: finished runs gain it
             result["vs_sft_start"] = paired_with_sft_start(run, ctx)
     results = [result for result in per_run if result is not None]
     metric = "success" if any(result["evaluated"] for result in results) else "train_success_last"
@@ -268,6 +286,7 @@ def aggregate(experiment: str, runs: Sequence[Run], ctx: Context, command: str) 
         "summary": rows,
         "complete": all(result is not None and (ctx.skip_eval or result["evaluated"]) for result in per_run),
         "missing": [f"{run.experiment}/{run.name}" for run, found in zip(runs, per_run, strict=True) if not found],
+        "recorded_runs": [f"{result['run']}: {result['recorded_in']}" for result in results if "recorded_in" in result],
         "runs": results,
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version()},
         "written_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
