@@ -28,10 +28,13 @@ def plot(report: dict[str, Any], path: Path) -> None:
         ax.set_xticks(positions)
     else:
         ax.bar(positions, means, yerr=stds, capsize=4, color="#8fb3d9", label="mean ± std over seeds")
+        # Runs reused from a committed report (--reuse-recorded) are named as such under their bar.
+        recorded = {result["arm"] for result in report["runs"] if "recorded_in" in result}
         labels = []
         for row in rows:
             steps = row["real_env_steps_mean"]["total"]
-            labels.append(row["label"] + ("" if steps is None else f"\n{steps:.0f} real steps"))
+            label = row["label"] + (" (recorded runs)" if row["arm"] in recorded else "")
+            labels.append(label + ("" if steps is None else f"\n{steps:.0f} real steps"))
         ax.set_xticks(positions, labels, fontsize=8)
     for position, row in zip(positions, rows, strict=True):
         values = [value for value in row["values"] if value is not None]
