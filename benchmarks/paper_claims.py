@@ -57,6 +57,9 @@ interrupted ``dynaweb-train`` resumes from its last checkpoint via ``--resume``,
     nohup python benchmarks/paper_claims.py table1 dream_length expert_frac world_model > runs/claims.log 2>&1 &
     python benchmarks/paper_claims.py table1 --dry-run          # the exact commands, nothing run
     python benchmarks/paper_claims.py table1 --aggregate-only   # JSON + PNG from the runs finished so far
+    # runs of identical commands recorded in a committed report stand in (marked) where outputs are gone
+    python benchmarks/paper_claims.py dreams_only --aggregate-only \
+        --reuse-recorded benchmarks/results/paper_claims_table1.json
 
 Each experiment writes ``benchmarks/results/paper_claims_<experiment>.json`` (the driver command, the
 exact tool commands, seeds, budget, per-run success and real-environment steps, each RL run paired
