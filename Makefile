@@ -27,6 +27,14 @@ $(STAMPS)/torch:
 	@$(PYTHON) -c "import torch" 2>/dev/null || { echo "setup: installing torch 2.13.0 (CPU)"; $(PIP) install torch==2.13.0; }
 	@touch $@
 
+# An editable install of another checkout (e.g. a CI clone) leaves the stamp behind but imports the
+# other tree's code; drop the stamp so the rule reinstalls from this one (-P: not from the working
+# directory; find_spec does not import the package).
+INSTALLED_FROM := $(shell $(PYTHON) -P -c "import importlib.util, pathlib; s = importlib.util.find_spec('dynaweb_env'); print(pathlib.Path(s.origin).resolve().parents[1] if s else '')" 2>/dev/null)
+ifneq ($(INSTALLED_FROM),$(realpath $(CURDIR)))
+$(shell rm -f $(STAMPS)/package)
+endif
+
 $(STAMPS)/package: pyproject.toml $(STAMPS)/torch
 	@echo "setup: installing dynaweb[$(EXTRAS)]"
 	@$(PIP) install -e ".[$(EXTRAS)]" 2>&1 | sed "/^WARNING: Location/d"
