@@ -199,7 +199,10 @@ def build_world_model_dataset(
             stats["judge_examples"] += 1
             stats["judge_successes"] += success
             add(tokenize_example(tokenizer, messages, target))
-    transitions = [] if config.examples == "judge" else [(t, i) for t in trajectories for i in range(len(t.steps) - 1)]
+    # A dreamed page is the world model's own output, not a real transition: dreams teach the judge only.
+    real = [t for t in trajectories if t.source != "dream"]
+    stats["dreamed_trajectories_not_transitions"] = len(trajectories) - len(real)
+    transitions = [] if config.examples == "judge" else [(t, i) for t in real for i in range(len(t.steps) - 1)]
     for trajectory, index in tqdm(
         transitions, desc="tokenizing transitions", unit="ex", file=sys.stderr, disable=not transitions
     ):

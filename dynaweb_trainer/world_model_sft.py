@@ -55,7 +55,7 @@ from transformers import TrainerCallback
 from trl import TrlParser
 
 from dynaweb_env.data.schema import Trajectory
-from dynaweb_env.models import WORLD_MODEL_INFO_FILE, name_adapter_base
+from dynaweb_env.models import WORLD_MODEL_INFO_FILE, adapter_base, name_adapter_base, resolve_model
 from dynaweb_env.world_model.judge import DEFAULT_JUDGE_MAX_AXTREE_CHARS
 from dynaweb_env.world_model.model import DEFAULT_MAX_AXTREE_CHARS, OUTPUT_MODES
 from dynaweb_env.world_model.prompts import PROMPT_STYLES, check_prompt_style
@@ -100,7 +100,8 @@ class WorldModelSFTConfig(TrajectorySFTConfig):
     Parameters:
         model_name_or_path (`str`, *optional*, defaults to `"smollm2-135m"`):
             Base model of the world model: an embedded model name (`"smollm2-135m"`, `"tiny-random"`) or a local
-            checkpoint directory.
+            checkpoint directory. A LoRA adapter (a shipped name such as `"smollm2-135m-judge"`, or a directory)
+            is continued: its own LoRA weights train on, e.g. the judge retrained on dreamed pages.
         dataset_path (`list[str]`, *optional*):
             Trajectory files (JSONL in the trajectory schema) or directories of them; consecutive steps are the
             real transitions. Defaults to the shipped expert and exploration trajectories
@@ -266,6 +267,33 @@ class TimeBudgetCallback(TrainerCallback):
         return control
 
 
+def trained_adapter_base(model_name_or_path: str) -> str | None:
+    """The base model of ``model_name_or_path`` if it is a LoRA adapter (to continue), else ``None``."""
+    resolved = resolve_model(model_name_or_path)
+    return adapter_base(resolved) if isinstance(resolved, Path) else None
+
+
+def load_model_to_train(config: WorldModelSFTConfig) -> tuple[Any, Any, Any]:
+    """``(model or its path, tokenizer, peft config)`` for the trainer.
+
+    A LoRA adapter as ``model_name_or_path`` (a shipped name such as ``smollm2-135m-judge``, or a directory) is
+    trained on as it is: its own LoRA weights continue, on its base model, instead of a fresh adapter on the
+    adapter's weights merged. That is how a judge is retrained on new data (dreamed pages) in a fraction of the
+    time a judge takes from scratch.
+    """
+    from .model_loading import load_model_and_tokenizer
+
+    if trained_adapter_base(config.model_name_or_path) is not None:
+        if not config.use_peft:
+            raise ValueError(f"{config.model_name_or_path} is a LoRA adapter: it trains with use_peft (the default)")
+        model, tokenizer, _ = load_model_and_tokenizer(config.model_name_or_path, trainable=True)
+        if tokenizer.pad_token is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        return model, tokenizer, None
+    model_path, tokenizer = load_training_tokenizer(config.model_name_or_path)
+    return model_path, tokenizer, config.peft_config()
+
+
 def build_world_model_trainer(
     config: WorldModelSFTConfig, trajectories: Sequence[Trajectory] | None = None
 ) -> tuple[LabelledHeadSFTTrainer, dict[str, Any]]:
@@ -282,16 +310,16 @@ def build_world_model_trainer(
 
     if trajectories is None:
         trajectories = load_trajectories(config.dataset_path, config.dataset_split)
-    model_path, tokenizer = load_training_tokenizer(config.model_name_or_path)
+    model, tokenizer, peft_config = load_model_to_train(config)
     data = build_world_model_dataset(tokenizer, trajectories, config)
     # Most tokens are prompt (the paper's system prompt alone is ~850 tokens): the trainer scores the LM head only
     # where there is a label, on CPU (the same loss as TRL's, checked in tests/test_sft.py).
     trainer = LabelledHeadSFTTrainer(
-        model=model_path,
+        model=model,
         args=config,
         train_dataset=Dataset.from_list(data.rows),
         processing_class=tokenizer,
-        peft_config=config.peft_config(),
+        peft_config=peft_config,
     )
     if config.max_train_minutes > 0:
         trainer.add_callback(TimeBudgetCallback(config.max_train_minutes * 60))
@@ -321,7 +349,8 @@ def train_world_model(
     trainer.save_model(config.output_dir)
     trainer.processing_class.save_pretrained(config.output_dir)
     if trainer.is_world_process_zero():
-        name_adapter_base(config.output_dir, config.model_name_or_path)
+        base = trained_adapter_base(config.model_name_or_path) or config.model_name_or_path
+        name_adapter_base(config.output_dir, base)
         # read back by dynaweb_env.models.world_model_output_mode and model_prompt_style
         info = {"output_mode": config.output_mode, "examples": config.examples, "prompt_style": config.prompt_style}
         (Path(config.output_dir) / WORLD_MODEL_INFO_FILE).write_text(json.dumps(info) + "\n")

@@ -316,3 +316,25 @@ def test_default_data_is_the_shipped_train_split(tokenizer):
     # Every shipped episode was ended by MiniWoB++ itself, so each one's last transition is terminal.
     assert data.stats["terminal"] == len(trajectories)
     assert data.stats.get("truncated", 0) == 0 and data.stats["max_example_tokens"] <= 3072
+
+
+def test_a_trained_adapter_continues_on_new_data(tmp_path):
+    """A LoRA adapter as the model continues its own weights (the judge retrained on dreamed pages)."""
+    from safetensors.torch import load_file
+
+    data = tmp_path / "trajectories.jsonl"
+    write_trajectories(data, [login_trajectory(f"t{i}") for i in range(2)])
+    first, second = tmp_path / "judge", tmp_path / "judge-continued"
+    common = ["--dataset_path", str(data), "--examples", "judge", "--per_device_train_batch_size", "2"]
+    common += ["--learning_rate", "5e-3", "--max_steps", "1"]
+    main(["--model_name_or_path", "tiny-random", "--output_dir", str(first), *common])
+    summary = main(["--model_name_or_path", str(first), "--output_dir", str(second), *common])
+    before, after = load_file(first / "adapter_model.safetensors"), load_file(second / "adapter_model.safetensors")
+    assert before.keys() == after.keys()  # the same LoRA (rank, modules), not a fresh one on merged weights
+    assert summary["trainable_parameters"] == sum(t.numel() for t in before.values())
+    # Started from the first adapter's trained B matrices (a fresh LoRA starts at zero) and moved on.
+    assert any(not torch.equal(before[name], after[name]) for name in before)
+    # Its base is the first adapter's base, by embedded name: it loads like any shipped adapter.
+    assert json.loads((second / "adapter_config.json").read_text())["base_model_name_or_path"] == "tiny-random"
+    with pytest.raises(ValueError, match="LoRA adapter"):
+        main(["--model_name_or_path", str(first), "--output_dir", str(tmp_path / "x"), *common, "--use_peft", "false"])
