@@ -18,8 +18,8 @@ page was dreamed and whose label is real:
 Train a judge on them beside the real data (world-model examples skip ``source="dream"`` records)::
 
     dynaweb-dream-judge-data --dataset_path dynaweb_env/data/miniwob-large/train --output runs/judge-dagger/train.jsonl
-    dynaweb-dream-judge-data --replays benchmarks/results/dream_rewards_dreams_only.json \\
-        --output runs/judge-dagger/policy.jsonl
+    dynaweb-dream-judge-data --replays benchmarks/results/dream_rewards_dreams_only.json --output \\
+        runs/judge-dagger/policy.jsonl --start-states runs/claims/shared/demos-expert-40-ee7c3adf/trajectories.jsonl
     dynaweb-train-wm --examples judge --model_name_or_path smollm2-135m-judge --dataset_path \\
         dynaweb_env/data/miniwob-large/train runs/judge-dagger --output_dir runs/judge-dagger/judge
 
@@ -129,13 +129,17 @@ def dream_final_pages(
     return counts
 
 
-def replayed_policy_dreams(report: dict[str, Any], runs_root: str | Path = ".") -> tuple[list[Trajectory], int]:
+def replayed_policy_dreams(
+    report: dict[str, Any], runs_root: str | Path = ".", start_trajectories: Sequence[Trajectory] = ()
+) -> tuple[list[Trajectory], int]:
     """The dreams of a ``benchmarks/dream_rewards.py`` report as judge data: ``(records, dreams left out)``.
 
-    Each dream is read from its run's ``episodes.jsonl`` (``<runs_root>/<run>/episodes.jsonl``) as the judge saw it,
-    with the real reward of the same actions. A dream whose actions succeed for real before its last one (the real
-    page ended the task) is kept up to that action: after it, the dream's pages have no real counterpart. Dreams not
-    replayed, or whose start page was not reproduced, are left out.
+    Each dream is read from its run's ``episodes.jsonl`` (``<runs_root>/<run>/episodes.jsonl``) as the judge saw it:
+    the recorded steps before its start page (from ``start_trajectories``, the run's ``--start-states`` file, with
+    their real pages), then the dreamed ones, with the real reward of the same actions. A dream whose actions
+    succeed for real before its last one (the real page ended the task) is kept up to that action: after it, the
+    dream's pages have no real counterpart. Dreams not replayed, whose start page was not reproduced, or whose
+    start trajectory is not in ``start_trajectories`` when it has a history, are left out.
     """
     from dynaweb_trainer.build_data import split_of_seed
 
@@ -145,10 +149,19 @@ def replayed_policy_dreams(report: dict[str, Any], runs_root: str | Path = ".") 
             for line in lines:
                 episode = json.loads(line)
                 episodes[(run, episode["id"], episode["metadata"].get("global_step"))] = episode
+    # The judge reads a dream's recorded history too (DreamWebEnv.judge_request): its steps, on their real pages.
+    sources = {t.id: [step for step in t.steps if step.action.strip()] for t in start_trajectories}
     records, left_out = [], 0
     for dream in report["dreams"]:
         episode = episodes.get((dream["run"], dream["id"], dream.get("global_step")))
-        if not dream.get("replayed") or not dream.get("start_reproduced") or episode is None:
+        start = episode["metadata"]["options"]["start_state"] if episode is not None else {}
+        history = sources.get(start.get("trajectory_id"), [])[: start.get("step_index", 0)]
+        if (
+            not dream.get("replayed")
+            or not dream.get("start_reproduced")
+            or episode is None
+            or len(history) != len(start.get("history", ()))
+        ):
             left_out += 1
             continue
         steps = [Step.from_dict(step) for step in episode["steps"]]
@@ -158,14 +171,13 @@ def replayed_policy_dreams(report: dict[str, Any], runs_root: str | Path = ".") 
             kept = len(dream["real_actions"])
         acted = [step for step in steps if step.action.strip()]
         final = steps[steps.index(acted[kept])] if kept < len(acted) else steps[-1]
-        start = episode["metadata"]["options"]["start_state"]
         records.append(
             Trajectory(
                 id=f"{dream['run']}/{dream['id']}/step-{dream.get('global_step')}",
                 task_id=episode["task_id"],
                 goal=episode["goal"],
                 source="dream",
-                steps=[*acted[:kept], Step(url=final.url, axtree=final.axtree)],
+                steps=[*history, *acted[:kept], Step(url=final.url, axtree=final.axtree)],
                 success=reward >= 0.5,
                 reward=reward,
                 metadata={
@@ -200,13 +212,19 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--max_new_tokens", "--max-new-tokens", type=int, default=None, help="Token budget of a page.")
     parser.add_argument("--replays", nargs="+", help="benchmarks/dream_rewards.py reports to turn into records.")
     parser.add_argument("--runs_root", "--runs-root", default=".", help="Where the reports' runs directories are.")
+    parser.add_argument(
+        "--start_states", "--start-states", nargs="*", default=[], help="The runs' --start-states trajectory files."
+    )
     args = parser.parse_args(argv)
     if bool(args.dataset_path) == bool(args.replays):
         parser.error("give exactly one of --dataset_path (dream final pages) and --replays (policy dreams)")
     if args.replays:
+        from dynaweb_env.data.io import read_trajectories
+
+        starts = read_trajectories(args.start_states) if args.start_states else []
         records, left_out = [], 0
         for report_path in args.replays:
-            got, missed = replayed_policy_dreams(json.loads(Path(report_path).read_text()), args.runs_root)
+            got, missed = replayed_policy_dreams(json.loads(Path(report_path).read_text()), args.runs_root, starts)
             records += got
             left_out += missed
         done = {record.id for record in _read_existing(Path(args.output))}

@@ -112,3 +112,23 @@ def test_replayed_policy_dreams_carry_the_real_outcome(tmp_path):
     assert failure.actions == acts[:2] and failure.steps[-1].axtree == GREYED and failure.source == "dream"
     assert ended_early.actions == acts[:2] and ended_early.steps[-1].axtree == GREYED
     assert failure.metadata["dreamed"] == POLICY_DREAM and failure.metadata["split"] == "train"  # seed 7 -> train
+
+
+def test_a_dream_that_starts_mid_way_keeps_its_recorded_history(tmp_path):
+    """The judge reads the actions before a dream's start page (DreamWebEnv.judge_request): so do the records."""
+    run = tmp_path / "runs" / "r"
+    run.mkdir(parents=True)
+    episode = _episode(["click [4]"], 0)
+    episode["steps"][0]["axtree"] = TYPED
+    episode["metadata"]["options"]["start_state"].update(step_index=1, history=["type [3] [bob] [0]"])
+    (run / "episodes.jsonl").write_text(json.dumps(episode) + "\n")
+    dream = {
+        "run": "runs/r", "id": "step-0/call-0/slot-0", "global_step": 0, "dream_reward": 1.0, "real_reward": 1.0,
+        "dream_actions": ["click [4]"], "real_actions": ["click [4]"], "replayed": True, "start_reproduced": True,
+    }  # fmt: skip
+    source = login("site.login/seed-7/expert")
+    (record,), left_out = replayed_policy_dreams({"dreams": [dream]}, tmp_path, [source])
+    assert left_out == 0 and record.actions == ["type [3] [bob] [0]", "click [4]"]
+    assert record.steps[0].axtree == FORM  # the history's real page
+    # Without the start trajectory the history's pages are unknown: left out, not judged without them.
+    assert replayed_policy_dreams({"dreams": [dream]}, tmp_path) == ([], 1)
