@@ -2,6 +2,7 @@
 
     python benchmarks/dream_rewards.py                                   # every runs/claims/shared/*/episodes.jsonl
     python benchmarks/dream_rewards.py --episodes outputs/dynaweb-gspo/episodes.jsonl
+    python benchmarks/dream_rewards.py --episodes A/episodes.jsonl B/episodes.jsonl --resume   # A's replays kept
     python benchmarks/dream_rewards.py --guards none '{"judge_votes": 5}' '{"gate_termination": true}'
     python benchmarks/dream_rewards.py --demonstrations 6 --guards none '{"world_model_samples": 3}'
     python benchmarks/dream_rewards.py --demonstrations 10 --demonstrations-file heldout.jsonl \
@@ -92,6 +93,8 @@ from dream_rewards_guards import (  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "dream_rewards.json"
+#: Replays between two saves of the report (a replay takes ~4.5 s).
+SAVE_EVERY = 8
 
 
 def dreams_of(path: Path) -> list[Trajectory]:
@@ -163,14 +166,24 @@ def run(
     models: dict[str, Any] | None = None,
     seed: int = 0,
     save: Callable[[dict[str, Any]], None] | None = None,
+    replayed_before: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
     """Replay every ``(run, dream)``, then re-dream the replayed ones under each guard setting (all dreams of a
-    setting stepped together); per-run and overall comparisons. ``save`` receives the report so far after the
-    replays and after each setting (a long run that is stopped keeps what it measured)."""
+    setting stepped together); per-run and overall comparisons. ``save`` receives the report so far every
+    :data:`SAVE_EVERY` replays, after the replays and after each setting (a long run that is stopped keeps what it
+    measured). A dream with a row in ``replayed_before`` (a stopped run's report, ``--resume``) is not replayed
+    again: its row is reused, guard outcomes left out (the settings are re-dreamed)."""
+    previous = {_dream_key(row): row for row in replayed_before if row.get("replayed")}
     env = gym.make("RealWeb-v0", max_steps=max_steps)
     rows = []
+    guards, done, failed = guards or {}, {}, {}
+    save = save or (lambda report: None)
     try:
         for run_name, dream in tqdm(dreams, desc="replaying dreams", unit="dream"):
+            key = (run_name, dream.id, dream.metadata.get("global_step"))
+            if key in previous:
+                rows.append({name: value for name, value in previous[key].items() if name != "guards"})
+                continue
             row = {
                 "run": run_name,
                 "id": dream.id,
@@ -183,10 +196,10 @@ def run(
             row["group"] = group_key(row, dream)
             row |= replay(env, dream)
             rows.append(row)
+            if len(rows) % SAVE_EVERY == 0:
+                save(make_report(rows, done, failed, guards, models))
     finally:
         env.close()
-    guards, done, failed = guards or {}, {}, {}
-    save = save or (lambda report: None)
     save(make_report(rows, done, failed, guards, models))
     replayed = [(row, dream) for row, (_, dream) in zip(rows, dreams, strict=True) if row["replayed"]]
     marked = [dataclasses.replace(d, metadata={**d.metadata, "group": row["group"]}) for row, d in replayed]
@@ -208,6 +221,10 @@ def run(
         done[name] = setting
         save(make_report(rows, done, failed, guards, models))
     return make_report(rows, done, failed, guards, models)
+
+
+def _dream_key(row: dict[str, Any]) -> tuple[str, str, Any]:
+    return row["run"], row["id"], row.get("global_step")
 
 
 def make_report(
@@ -288,6 +305,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--world-model", default=DEFAULT_WORLD_MODEL, help="world model of re-dreams")
     parser.add_argument("--judge", default=TRAINED_JUDGE, help="judge of re-dreams")
     parser.add_argument("--seed", type=int, default=0, help="sampling seed of re-dreams")
+    parser.add_argument(
+        "--resume", action="store_true", help="reuse the replays already in --output (a stopped or earlier run)"
+    )
     args = parser.parse_args(argv)
     try:
         guards = parse_guards(args.guards)
@@ -323,7 +343,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         temporary.replace(args.output)  # atomic: a run stopped while writing keeps the last whole report
         return report
 
-    report = save(run(dreams, args.max_steps, guards, models, args.seed, save=save))
+    before = json.loads(args.output.read_text()).get("dreams", []) if args.resume and args.output.is_file() else []
+    report = save(run(dreams, args.max_steps, guards, models, args.seed, save=save, replayed_before=before))
     print(f"{'':44} {'dreams':>6} {'agree':>6} {'judged S->real S':>17} {'real S seen':>11}")
     for name, summary in [("all", report["overall"]), *report["per_run"].items(), *report["per_task"].items()]:
         print(

@@ -61,6 +61,17 @@ def test_replaying_dreams_on_real_pages(tmp_path, require_browser):
     assert report["overall"]["counts"]["judged_failure_real_success"] == 1
     assert bench.main(["--episodes", str(tmp_path / "missing.jsonl"), "--output", str(output)]) == 2
 
+    # --resume: the replays already in the report are kept (marked here to tell them apart), new dreams replayed.
+    for row in report["dreams"]:
+        row["marker"] = "replayed before"
+    output.write_text(json.dumps(report))
+    other = tmp_path / "other" / "episodes.jsonl"
+    write_trajectories(other, [dream_from_demonstration(1.0)])
+    assert bench.main(["--episodes", str(log), str(other), "--output", str(output), "--resume"]) == 0
+    resumed = json.loads(output.read_text())
+    assert [row.get("marker") for row in resumed["dreams"]] == ["replayed before", "replayed before", None]
+    assert resumed["overall"]["compared"] == 3 and resumed["dreams"][2]["real_reward"] == 1.0
+
 
 def test_guard_settings_parse_and_are_summarised_against_the_real_reward():
     bench = load_benchmark("dream_rewards")
