@@ -218,7 +218,9 @@ MALFORMED_ACTIONS = [
 ]
 
 
-@pytest.mark.parametrize("action", [*MALFORMED_ACTIONS, "click [99]", "REASON: r\nACTION: type [99] [a] [0]"])
+@pytest.mark.parametrize(
+    "action", [*MALFORMED_ACTIONS, "click [99]", "REASON: r\nACTION: type [99] [a] [0]", "type [13] [a] [0]"]
+)
 def test_malformed_action_costs_a_step_without_a_model_call(start_file, action):
     backend = ScriptedBackend()
     env = make_env(start_file, backend, dream_length=2)
@@ -227,7 +229,10 @@ def test_malformed_action_costs_a_step_without_a_model_call(start_file, action):
     assert observation["axtree"] == before["axtree"] and observation["url"] == before["url"]
     assert env.observation_space.contains(observation) and len(observation["last_action"]) <= 200
     # Worded as RealWeb-v0 words it: a parse error, or BrowserGym's missing-element message.
+    # Typing into button [13] fails in a real browser as Playwright words it.
     expected = 'Could not find element with bid "99"' if "[99]" in action else "invalid action: "
+    if action == "type [13] [a] [0]":
+        expected = "Element is not an <input>, <textarea> or [contenteditable]"
     assert expected in observation["last_action_error"]
     assert (reward, terminated, truncated) == (0.0, False, False) and backend.calls == []
     observation, reward, terminated, truncated, info = env.step(action)

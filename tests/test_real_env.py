@@ -341,3 +341,13 @@ def test_async_vector_env_with_groups_and_reset_mask(require_browser: None) -> N
         envs.close()
     time.sleep(1)
     assert _alive(workers + browsers) == []
+
+
+@pytest.mark.browser
+def test_typing_into_a_button_fails_as_a_dream_says_it_does(real_web_env: gym.Env) -> None:
+    """DreamWeb refuses ``type`` on a button without asking the world model; its words are the real page's."""
+    from dynaweb_env.envs.dream_episode import NOT_FILLABLE_ERROR
+
+    observation, _ = real_web_env.reset(options={"task": "miniwob.enter-text", "task_seed": 1})
+    observation, reward, terminated, _, _ = real_web_env.step(f"type [{_bid(observation, 'button')}] [hi] [0]")
+    assert observation["last_action_error"].startswith(NOT_FILLABLE_ERROR) and (reward, terminated) == (0.0, False)

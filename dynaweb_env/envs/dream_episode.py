@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..actions import Action, read_action
+from ..axtree import parse_axtree_line
 from ..data.start_states import StartState
 from ..navigation import NavigationPolicy
 from ..observation import axtree_element_ids, axtree_element_line, make_observation, render_observation
@@ -57,14 +58,23 @@ class DreamEpisode:
 
 # Errors read as RealWeb-v0 reports them, so that a policy cannot tell a dream by its error messages.
 _MISSING_ELEMENT = 'ValueError: Could not find element with bid "{}"'  # BrowserGym's message
+# Playwright's message for typing into an element that takes no text (BrowserGym's fill, as RealWeb-v0 reports it).
+NOT_FILLABLE_ERROR = "Error: Locator.fill: Error: Element is not an <input>, <textarea> or [contenteditable] element"
+#: Roles that are never an <input>, <textarea> or contenteditable element: typing into one fails on a real page.
+#: (A combobox may be an <input> and a generic node may be contenteditable, so neither is here.)
+NOT_FILLABLE_ROLES = frozenset(
+    {"button", "link", "checkbox", "radio", "tab", "tablist", "tabpanel", "menuitem", "option", "heading",
+     "image", "img", "LabelText", "list", "listitem"}
+)  # fmt: skip
 
 
 def read_dream_action(text: Any, episode: DreamEpisode) -> tuple[Action | None, str, str, str]:
     """``(action or None, action string to show, reasoning, error)`` for a bare action or a policy response.
 
     The text is read as RealWeb-v0 reads it (:func:`~dynaweb_env.actions.read_action`). An element
-    action whose id is not in the current tree, and a navigation the real env would refuse, are
-    refused here with the real env's words, so the world model is never asked to imagine them.
+    action whose id is not in the current tree, typing into an element that takes no text (a button, a
+    link, a checkbox: :data:`NOT_FILLABLE_ROLES`), and a navigation the real env would refuse, are refused
+    here with the real env's words, so the world model is never asked to imagine them.
     """
     read = read_action(text)
     if read.action is None:
@@ -72,6 +82,10 @@ def read_dream_action(text: Any, episode: DreamEpisode) -> tuple[Action | None, 
     action = read.action
     if action.element_id is not None and action.element_id not in axtree_element_ids(episode.axtree):
         return None, read.shown, read.reasoning, _MISSING_ELEMENT.format(action.element_id)
+    if action.name == "type":
+        node = parse_axtree_line(axtree_element_line(episode.axtree, action.element_id, MAX_TEXT_LENGTH))
+        if node is not None and node.role in NOT_FILLABLE_ROLES:
+            return None, read.shown, read.reasoning, NOT_FILLABLE_ERROR
     refusal = _navigation_refusal(action, episode)
     return (None if refusal else action), read.shown, read.reasoning, refusal
 
