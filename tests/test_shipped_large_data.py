@@ -41,3 +41,19 @@ def test_compressed_and_plain_files_read_the_same(tmp_path):
         for name, entry in json.loads((LARGE_DATA_DIR / "MANIFEST.json").read_text())["files"].items()
         if name.startswith("test/")
     )
+
+
+def test_the_judges_dreamed_data_matches_its_manifest_and_is_labelled_by_split():
+    import hashlib
+
+    from dynaweb_env.data.shipped import DREAMED_JUDGE_DATA_DIR
+
+    manifest = json.loads((DREAMED_JUDGE_DATA_DIR / "MANIFEST.json").read_text())
+    for name, entry in manifest["files"].items():
+        data = lzma.decompress((DREAMED_JUDGE_DATA_DIR / name).read_bytes())
+        assert hashlib.sha256(data).hexdigest() == entry["sha256"], name
+    records = read_trajectories(DREAMED_JUDGE_DATA_DIR / "train")
+    # Every record is a dream (never a world-model transition) with a real label, and test seeds stay out of train.
+    assert records and all(record.source == "dream" and record.metadata.get("dreamed") for record in records)
+    assert {record.metadata["split"] for record in records} <= {"train", "validation"}
+    assert {r.metadata["split"] for r in read_trajectories(DREAMED_JUDGE_DATA_DIR / "test")} == {"test"}

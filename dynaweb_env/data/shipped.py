@@ -26,6 +26,10 @@ WORLD_MODEL_TRAJECTORIES = (EXPERT_TRAJECTORIES, EXPLORATION_TRAJECTORIES)
 #: the uncompressed files). Train on a split with ``dynaweb-train-wm --dataset_path <this>/train``.
 LARGE_DATA_DIR = Path(str(files("dynaweb_env.data") / "miniwob-large"))
 
+#: The judge's data on dreamed pages as shipped (``dynaweb-dream-judge-data``): ``train/`` (final pages dreamed from
+#: the large train split, and replayed policy dreams) and ``test/``, with ``MANIFEST.json`` (commands, checksums).
+DREAMED_JUDGE_DATA_DIR = Path(str(files("dynaweb_env.data") / "judge-dreamed"))
+
 #: Task seeds ``s`` with ``s % TEST_SEED_MODULUS == TEST_SEED_MODULUS - 1`` form the test split.
 TEST_SEED_MODULUS = 5
 
@@ -37,6 +41,7 @@ def split_of(task_seed: int) -> str:
 
 __all__ = [
     "BUILTIN_DIR",
+    "DREAMED_JUDGE_DATA_DIR",
     "EXPERT_TRAJECTORIES",
     "EXPLORATION_TRAJECTORIES",
     "LARGE_DATA_DIR",
