@@ -55,7 +55,13 @@ from transformers import TrainerCallback
 from trl import TrlParser
 
 from dynaweb_env.data.schema import Trajectory
-from dynaweb_env.models import WORLD_MODEL_INFO_FILE, adapter_base, name_adapter_base, resolve_model
+from dynaweb_env.models import (
+    WORLD_MODEL_INFO_FILE,
+    adapter_base,
+    model_prompt_style,
+    name_adapter_base,
+    resolve_model,
+)
 from dynaweb_env.world_model.judge import DEFAULT_JUDGE_MAX_AXTREE_CHARS
 from dynaweb_env.world_model.model import DEFAULT_MAX_AXTREE_CHARS, OUTPUT_MODES
 from dynaweb_env.world_model.prompts import PROMPT_STYLES, check_prompt_style
@@ -286,6 +292,12 @@ def load_model_to_train(config: WorldModelSFTConfig) -> tuple[Any, Any, Any]:
     if trained_adapter_base(config.model_name_or_path) is not None:
         if not config.use_peft:
             raise ValueError(f"{config.model_name_or_path} is a LoRA adapter: it trains with use_peft (the default)")
+        recorded = model_prompt_style(config.model_name_or_path)
+        if recorded != config.prompt_style:  # one adapter, one prompt style: DreamWeb prompts it in the recorded one
+            raise ValueError(
+                f"{config.model_name_or_path} was trained on {recorded!r} prompts: continue it with "
+                f"--prompt_style {recorded}, not {config.prompt_style!r}"
+            )
         model, tokenizer, _ = load_model_and_tokenizer(config.model_name_or_path, trainable=True)
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
