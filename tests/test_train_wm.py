@@ -336,17 +336,8 @@ def test_a_trained_adapter_continues_on_new_data(tmp_path):
     assert any(not torch.equal(before[name], after[name]) for name in before)
     # Its base is the first adapter's base, by embedded name: it loads like any shipped adapter.
     assert json.loads((second / "adapter_config.json").read_text())["base_model_name_or_path"] == "tiny-random"
+    again = ["--model_name_or_path", str(first), "--output_dir", str(tmp_path / "x"), *common]
     with pytest.raises(ValueError, match="trained on 'compact' prompts"):
-        main(
-            [
-                "--model_name_or_path",
-                str(first),
-                "--output_dir",
-                str(tmp_path / "x"),
-                *common,
-                "--prompt_style",
-                "paper",
-            ]
-        )
+        main([*again, "--prompt_style", "paper"])  # one adapter, one prompt style
     with pytest.raises(ValueError, match="LoRA adapter"):
-        main(["--model_name_or_path", str(first), "--output_dir", str(tmp_path / "x"), *common, "--use_peft", "false"])
+        main([*again, "--use_peft", "false"])
