@@ -169,8 +169,10 @@ def replayed_policy_dreams(
         kept = len(dream["dream_actions"])
         if reward >= 0.5 and len(dream["real_actions"]) < kept:
             kept = len(dream["real_actions"])
-        acted = [step for step in steps if step.action.strip()]
-        final = steps[steps.index(acted[kept])] if kept < len(acted) else steps[-1]
+        acted_at = [index for index, step in enumerate(steps) if step.action.strip()]
+        acted = [steps[index] for index in acted_at]
+        # By position, not by value: a dream may repeat a step exactly (the same action on an unchanged page).
+        final = steps[acted_at[kept]] if kept < len(acted) else steps[-1]
         records.append(
             Trajectory(
                 id=f"{dream['run']}/{dream['id']}/step-{dream.get('global_step')}",
