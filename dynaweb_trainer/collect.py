@@ -4,14 +4,18 @@ The policy is any ``--policy`` ``dynaweb-eval`` accepts (``expert``, an embedded
 directory, a LoRA adapter, a server spec), or ``explore``: the scripted expert, replaced with
 probability ``--epsilon`` at each step by a random valid action on the page (a click or hover on an
 element of the tree, text typed into a textbox, a scroll or a key press), so the data holds the
-failures and odd transitions a world model must also learn. Every ``task x seed`` episode runs on
-``RealWeb-v0`` with ``--num-envs`` browsers through :func:`~dynaweb_trainer.rollout.run_episodes`.
+failures and odd transitions a world model must also learn; or ``near-miss``: the expert, whose click
+or ``type`` goes with probability ``--epsilon`` to another element of the same role (the wrong
+checkbox, tab or field), the mistakes a judge must tell from success (:mod:`.exploration`). Every
+``task x seed`` episode runs on ``RealWeb-v0`` with ``--num-envs`` browsers through
+:func:`~dynaweb_trainer.rollout.run_episodes`.
 
 Command line::
 
     dynaweb-collect --policy expert --tasks miniwob.click-menu miniwob.login-user-popup --seeds 0-99 \\
         --output data/expert.jsonl
     dynaweb-collect --policy explore --epsilon 0.3 --seeds 0-99 --output data/explore.jsonl
+    dynaweb-collect --policy near-miss --epsilon 0.5 --seeds 200-259 --output data/near-miss.jsonl
     dynaweb-collect --policy runs/sft --temperature 0.7 --seed 1 --output data/sft.jsonl
 
 Output: one :class:`~dynaweb_env.data.schema.Trajectory` per line, ``source`` ``"expert"`` for the
@@ -33,50 +37,33 @@ import os
 import shlex
 import sys
 import time
-import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from dynaweb_env.agent import format_policy_response
 from dynaweb_env.data.schema import Trajectory
 from dynaweb_env.data.shipped import split_of
-from dynaweb_env.experts import ExpertError, parse_axtree
 from dynaweb_env.llm.base import SamplingParams
 
 from .encoding import EpisodeEncoder
 from .evaluate import EvalConfig, make_real_vector_env
+from .exploration import (
+    EXPLORE_POLICY,
+    NEAR_MISS_POLICY,
+    ExplorationPolicy,
+    NearMissPolicy,
+    random_action,
+)
 from .policy import (
     EXPERT_POLICY,
     LoadedPolicy,
     PolicyLoadError,
     PolicyTurn,
-    ScriptedExpertPolicy,
     ScriptedPolicy,
     load_policy,
 )
-
-#: The ``--policy`` value of the epsilon-greedy exploration policy.
-EXPLORE_POLICY = "explore"
-
-#: Roles a random click or hover may target (other nodes with an id, e.g. paragraphs, are rarely
-#: interactive; they are used only when a page has none of these).
-CLICKABLE_ROLES = frozenset(
-    "button link checkbox radio textbox searchbox combobox option tab menuitem listitem image switch slider "
-    "spinbutton treeitem cell row gridcell columnheader heading LabelText".split()
-)
-#: Roles a random ``type`` may target.
-TYPABLE_ROLES = frozenset({"textbox", "searchbox", "combobox"})
-#: Keys a random ``press`` sends.
-RANDOM_KEYS = ("Enter", "Tab", "Escape", "ArrowDown", "ArrowUp", "Backspace", "Space")
-#: Words a random ``type`` draws from when it does not take one from the goal.
-RANDOM_WORDS = (
-    "hello", "test", "alpha", "search", "submit", "yes", "no", "john", "london", "blue", "42", "2024",
-    "password", "email", "open", "cancel", "next", "apple", "zero", "lorem",
-)  # fmt: skip
 
 
 def expert_tasks() -> list[str]:
@@ -86,80 +73,13 @@ def expert_tasks() -> list[str]:
     return sorted(task for task in EXPERTS if task.startswith("miniwob."))
 
 
-def random_action(observation: Mapping[str, str], rng: np.random.Generator) -> tuple[str, str]:
-    """A random valid action on the page of ``observation``, with a one-line reasoning.
-
-    Clicks (60%), typing into a textbox (20%; a word of the goal or of :data:`RANDOM_WORDS`,
-    with or without Enter), hovers (5%), scrolls (10%) and key presses (5%); an action kind the page
-    offers no target for is replaced by a click, and a page without any element id gets a scroll.
-    Never ``stop``: exploration ends by the task or the step limit.
-    """
-    nodes = [node for node in parse_axtree(observation.get("axtree", "")) if node.bid is not None]
-    clickable = [node for node in nodes if node.role in CLICKABLE_ROLES] or nodes
-    typable = [node for node in nodes if node.role in TYPABLE_ROLES]
-    kind = rng.choice(["click", "type", "hover", "scroll", "press"], p=[0.6, 0.2, 0.05, 0.1, 0.05])
-    if kind == "type" and not typable or kind in ("click", "hover") and not clickable:
-        kind = "click" if clickable else "scroll"
-    if kind == "scroll":
-        direction = str(rng.choice(["down", "up"]))
-        return f"Exploring: I scroll {direction} to see more of the page.", f"scroll [{direction}]"
-    if kind == "press":
-        key = str(rng.choice(RANDOM_KEYS))
-        return f"Exploring: I press {key} to see what the page does.", f"press [{key}]"
-    if kind == "type":
-        box = typable[int(rng.integers(len(typable)))]
-        goal_words = [word.strip(".,:;!?\"'()") for word in observation.get("goal", "").split()]
-        goal_words = [word for word in goal_words if word.isalnum() and "[" not in word]
-        pool = goal_words if goal_words and rng.random() < 0.5 else list(RANDOM_WORDS)
-        text, enter = str(rng.choice(pool)), int(rng.integers(2))
-        return f"Exploring: I type '{text}' into the {box.role} [{box.bid}].", f"type [{box.bid}] [{text}] [{enter}]"
-    node = clickable[int(rng.integers(len(clickable)))]
-    described = f"the {node.role} '{node.name}'" if node.name else f"the {node.role}"
-    verb = "click" if kind == "click" else "hover"
-    return f"Exploring: I {verb} {described} [{node.bid}] to see what it does.", f"{verb} [{node.bid}]"
-
-
-class ExplorationPolicy(ScriptedExpertPolicy):
-    """The expert, replaced with probability ``epsilon`` by :func:`random_action` (reproducibly seeded).
-
-    The choice at each step depends only on ``(seed, task, task seed, turn)``, never on which
-    browser runs the episode or in what order episodes finish. On a task without an expert, or a
-    page the expert does not recognise (after a random action), every action is random.
-
-    Args:
-        tokenizer: The tokenizer of the episode encoding.
-        epsilon: Probability of a random action at each step.
-        seed: Base seed of the random choices.
-        experts: Task id -> expert (default: every registered expert).
-    """
-
-    def __init__(self, tokenizer: Any, epsilon: float, seed: int = 0, experts: Mapping[str, Any] | None = None):
-        if not 0.0 <= epsilon <= 1.0:
-            raise ValueError(f"epsilon must be in [0, 1], got {epsilon}")
-        super().__init__(tokenizer, experts)
-        self.model_name = EXPLORE_POLICY
-        self.epsilon, self.seed = epsilon, seed
-
-    def respond(self, turn: PolicyTurn) -> str:
-        task_id = self.task_id(turn)
-        task_seed = int(turn.info.get("task_seed", turn.options.get("task_seed", 0)))
-        rng = np.random.default_rng([self.seed, zlib.crc32(task_id.encode()), task_seed, turn.turn])
-        expert = self.experts.get(task_id)
-        if expert is not None and rng.random() >= self.epsilon:
-            try:
-                return expert.respond(turn.observation)
-            except ExpertError:
-                pass
-        return format_policy_response(*random_action(turn.observation, rng))
-
-
 @dataclass
 class CollectConfig(EvalConfig):
     """Configuration of ``dynaweb-collect``: :class:`~dynaweb_trainer.evaluate.EvalConfig` plus these fields.
 
     Parameters:
         policy (`str`, *optional*, defaults to `"expert"`):
-            ``expert``, ``explore``, or any policy reference ``dynaweb-eval`` accepts.
+            ``expert``, ``explore``, ``near-miss``, or any policy reference ``dynaweb-eval`` accepts.
         tasks (`list[str]`, *optional*):
             Task ids (default: every MiniWoB++ task with a scripted expert).
         seeds (`str`, *optional*, defaults to `"0-19"`):
@@ -167,7 +87,8 @@ class CollectConfig(EvalConfig):
         output (`str`, *optional*, defaults to `"trajectories.jsonl"`):
             JSONL file the trajectories are appended to (episodes already in it are skipped).
         epsilon (`float`, *optional*, defaults to `0.3`):
-            ``explore`` only: probability of a random action instead of the expert's at each step.
+            ``explore``: probability of a random action instead of the expert's at each step;
+            ``near-miss``: probability of aiming the expert's click or ``type`` at another element.
         batch_size (`int`, *optional*):
             Episodes run side by side and then written (default: ``num_envs``); larger batches
             leave fewer browsers idle at batch ends, an interruption loses at most one batch.
@@ -175,12 +96,14 @@ class CollectConfig(EvalConfig):
             Seeds the exploration's random actions and the sampling of model policies.
     """
 
-    policy: str = field(default=EXPERT_POLICY, metadata={"help": "expert, explore, model name, checkpoint dir, spec."})
+    policy: str = field(
+        default=EXPERT_POLICY, metadata={"help": "expert, explore, near-miss, model name, checkpoint dir, spec."}
+    )
     tasks: list[str] = field(default_factory=expert_tasks, metadata={"help": "BrowserGym task ids to collect on."})
     seeds: str = field(default="0-19", metadata={"help": "Task seeds, e.g. 0-99 or 1,5,9."})
     seed: int = field(default=0, metadata={"help": "Seeds exploration and model sampling."})
     output: str = field(default="trajectories.jsonl", metadata={"help": "JSONL file to append trajectories to."})
-    epsilon: float = field(default=0.3, metadata={"help": "explore: probability of a random action per step."})
+    epsilon: float = field(default=0.3, metadata={"help": "explore / near-miss: probability of a mistake per step."})
     batch_size: int | None = field(default=None, metadata={"help": "Episodes per written batch (default num_envs)."})
 
     def __post_init__(self) -> None:
@@ -194,11 +117,11 @@ class CollectConfig(EvalConfig):
 def policy_label(config: CollectConfig) -> str:
     """The policy's name in ``metadata["policy"]`` and in resume keys.
 
-    ``expert``; ``explore-e<epsilon>-s<seed>``; a model reference as given, plus
+    ``expert``; ``explore-e<epsilon>-s<seed>``; ``near-miss-e<epsilon>-s<seed>``; a model reference as given, plus
     ``@t<temperature>-s<seed>`` when it samples (greedy decoding does not depend on the seed).
     """
-    if config.policy == EXPLORE_POLICY:
-        return f"explore-e{config.epsilon:g}-s{config.seed}"
+    if config.policy in (EXPLORE_POLICY, NEAR_MISS_POLICY):
+        return f"{config.policy}-e{config.epsilon:g}-s{config.seed}"
     if config.policy == EXPERT_POLICY or config.temperature == 0:
         return config.policy
     return f"{config.policy}@t{config.temperature:g}-s{config.seed}"
@@ -229,11 +152,12 @@ def read_done(path: str | os.PathLike[str]) -> set[tuple[str, int, str]]:
 
 
 def _load(config: CollectConfig) -> LoadedPolicy:
-    if config.policy == EXPLORE_POLICY:
+    scripted = {EXPLORE_POLICY: ExplorationPolicy, NEAR_MISS_POLICY: NearMissPolicy}.get(config.policy)
+    if scripted is not None:
         expert = load_policy(EXPERT_POLICY, config.tokenizer)
         details = {"epsilon": config.epsilon, "seed": config.seed, **expert.details}
-        policy = ExplorationPolicy(expert.tokenizer, config.epsilon, config.seed)
-        return LoadedPolicy(EXPLORE_POLICY, EXPLORE_POLICY, expert.tokenizer, policy, details)
+        policy = scripted(expert.tokenizer, config.epsilon, config.seed)
+        return LoadedPolicy(config.policy, config.policy, expert.tokenizer, policy, details)
     return load_policy(config.policy, config.tokenizer, config.device, config.max_batch_size)
 
 
@@ -419,8 +343,10 @@ if __name__ == "__main__":
 
 __all__ = [
     "EXPLORE_POLICY",
+    "NEAR_MISS_POLICY",
     "CollectConfig",
     "ExplorationPolicy",
+    "NearMissPolicy",
     "collect",
     "expert_tasks",
     "main",

@@ -24,6 +24,7 @@ from dynaweb_trainer.collect import (
     read_done,
 )
 from dynaweb_trainer.encoding import EpisodeEncoder
+from dynaweb_trainer.exploration import NearMissPolicy, near_miss
 from dynaweb_trainer.identity_env import BUTTON_NAMES, TASK_ID, make_click_button_vector_env
 from dynaweb_trainer.policy import PolicyTurn
 
@@ -70,6 +71,7 @@ def test_split_rule_and_policy_labels(tmp_path):
     assert [split_of(seed) for seed in range(10)] == ["train"] * 4 + ["test"] + ["train"] * 4 + ["test"]
     assert policy_label(_config(tmp_path)) == "expert"
     assert policy_label(_config(tmp_path, policy="explore", epsilon=0.25, seed=3)) == "explore-e0.25-s3"
+    assert policy_label(_config(tmp_path, policy="near-miss", epsilon=0.5)) == "near-miss-e0.5-s0"
     assert policy_label(_config(tmp_path, policy="runs/sft")) == "runs/sft"  # greedy: the seed plays no part
     assert policy_label(_config(tmp_path, policy="runs/sft", temperature=0.7, seed=1)) == "runs/sft@t0.7-s1"
     with pytest.raises(ValueError, match="epsilon"):
@@ -123,6 +125,38 @@ def test_exploration_mixes_the_expert_with_random_actions_reproducibly(tokenizer
         ExplorationPolicy(tokenizer, epsilon=-0.1)
     # No expert for the task: every action is random.
     assert all("Exploring" in text for text in answers(0.0, 0, range(3), "miniwob.no-expert"))
+
+
+def test_a_near_miss_aims_the_same_action_at_another_element_of_its_role():
+    tree = FORM_TREE + "\n\t[21] button 'Cancel'\n\t[22] checkbox 'A'"
+    observation = make_observation('Enter the username "kenda" and press login.', "file:///x.html", tree)
+    clicks = {near_miss(observation, "click [20]", np.random.default_rng(seed))[1] for seed in range(20)}
+    assert clicks == {"click [21]"}  # the other button; never the checkbox or a textbox
+    reasoning, typed = near_miss(observation, "type [16] [kenda] [0]", np.random.default_rng(0))
+    assert typed == "type [19] [kenda] [0]" and reasoning == "I type 'kenda' into the textbox [19]."
+    # Nothing to aim at instead: the caller keeps the expert's action.
+    assert near_miss(observation, "click [22]", np.random.default_rng(0)) is None  # the only checkbox
+    assert near_miss(observation, "click [99]", np.random.default_rng(0)) is None  # not on the page
+    assert near_miss(observation, "scroll [down]", np.random.default_rng(0)) is None
+    assert near_miss(observation, "not an action", np.random.default_rng(0)) is None
+
+
+def test_near_miss_policy_redirects_the_expert_reproducibly(tokenizer, identity_expert):
+    encoder = EpisodeEncoder(tokenizer, max_axtree_chars=4000)
+    page = make_observation("Click the button named 'TWO'.", "file:///identity.html",
+                            "RootWebArea ''\n\t[1] button 'ONE'\n\t[2] button 'TWO'\n\t[3] link 'THREE'")  # fmt: skip
+
+    def answers(epsilon, seed):
+        policy = NearMissPolicy(tokenizer, epsilon=epsilon, seed=seed)
+        return [policy.act([_turn(encoder, page, TASK_ID, turn)], SamplingParams())[0].text for turn in range(40)]
+
+    assert all(text.endswith("ACTION: click [2]") for text in answers(0.0, 0))
+    assert all(text.endswith("ACTION: click [1]") and "'ONE'" in text for text in answers(1.0, 0))
+    mixed = answers(0.5, 0)
+    assert 5 < sum(text.endswith("click [1]") for text in mixed) < 35
+    assert answers(0.5, 0) == mixed and answers(0.5, 1) != mixed
+    with pytest.raises(ValueError, match="epsilon"):
+        NearMissPolicy(tokenizer, epsilon=1.5)
 
 
 def test_read_done_drops_a_cut_short_last_line_and_skips_corrupt_ones(tmp_path):
@@ -252,3 +286,22 @@ def test_tiny_real_collection_expert_and_explore(tmp_path, require_browser):
     # Re-running collects nothing new.
     assert main(["--policy", "expert", *common]) == 0
     assert len(read_trajectories(output, on_error="raise")) == 8
+
+
+@pytest.mark.browser
+def test_near_misses_on_real_checkboxes_fail_the_task_the_expert_solves(tmp_path, require_browser):
+    output = tmp_path / "near.jsonl"
+    common = ["--tasks", "miniwob.click-checkboxes", "--seeds", "0-1", "--num-envs", "1", "--max-steps", "8",
+              "--tokenizer", "tiny-random", "--output", str(output)]  # fmt: skip
+    assert main(["--policy", "expert", *common]) == 0
+    assert main(["--policy", "near-miss", "--epsilon", "1", *common]) == 0
+    by_policy = {}
+    for trajectory in read_trajectories(output, on_error="raise"):
+        by_policy.setdefault(trajectory.metadata["policy"], []).append(trajectory)
+    assert all(t.success for t in by_policy["expert"])
+    near = by_policy["near-miss-e1-s0"]
+    assert len(near) == 2 and all(t.source == "real" and not t.success for t in near)
+    for missed, expert in zip(near, by_policy["expert"], strict=True):
+        # Every click the expert made on the first page went to another checkbox.
+        assert missed.steps[0].action != expert.steps[0].action
+        assert missed.steps[0].reasoning.startswith("I click the checkbox")
