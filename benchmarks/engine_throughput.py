@@ -51,7 +51,11 @@ from dynaweb_env.world_model.model import DEFAULT_MAX_AXTREE_CHARS, DEFAULT_MAX_
 
 RESULTS = Path(__file__).parent / "results" / "engine_throughput.json"
 SECTIONS = (
-    "world_model_single", "world_model_batched", "world_model_batched_sampled", "policy_single", "policy_batched"
+    "world_model_single",
+    "world_model_batched",
+    "world_model_batched_sampled",
+    "policy_single",
+    "policy_batched",
 )
 ENGINES = ("transformers", "ct2")
 NOTE = (

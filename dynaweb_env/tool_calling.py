@@ -40,7 +40,7 @@ TOOL_CALLING_CHAT_TEMPLATE = (
     "{{- '<|im_start|>assistant\\n' }}{%- if message['content'] %}{{- message['content'] + '\\n' }}{%- endif %}"
     "{%- for tool_call in message['tool_calls'] %}"
     "{%- if tool_call.function is defined %}{%- set tool_call = tool_call.function %}{%- endif %}"
-    "{{- '<tool_call>\\n{\"name\": \"' + tool_call.name + '\", \"arguments\": ' }}"
+    '{{- \'<tool_call>\\n{"name": "\' + tool_call.name + \'", "arguments": \' }}'
     "{%- if tool_call.arguments is string %}{{- tool_call.arguments }}{%- else %}"
     "{{- tool_call.arguments | tojson }}{%- endif %}"
     "{{- '}\\n</tool_call>' }}{%- if not loop.last %}{{- '\\n' }}{%- endif %}"

@@ -39,9 +39,7 @@ try:
     from openenv.core.env_client import EnvClient
     from openenv.core.env_server import Action, Environment, Observation, State, create_app
 except ImportError as error:  # pragma: no cover - exercised only without the extra
-    raise ImportError(
-        "dynaweb_env.integrations.openenv needs OpenEnv: pip install 'dynaweb[openenv]'"
-    ) from error
+    raise ImportError("dynaweb_env.integrations.openenv needs OpenEnv: pip install 'dynaweb[openenv]'") from error
 from pydantic import Field
 
 from ._common import WebEpisode, jsonable_info
