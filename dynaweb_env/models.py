@@ -465,11 +465,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ship = sub.add_parser("ship", help="copy a trained adapter directory into the package as a shipped adapter")
     ship.add_argument("source", help="adapter directory (e.g. the output_dir of dynaweb-train-wm)")
     ship.add_argument("name", choices=list(SHIPPED_ADAPTERS))
+    ship.add_argument("--max-rank", type=int, default=8, help="ship a higher-rank adapter cut to this rank (SVD)")
     args = parser.parse_args(argv)
     if args.command == "ship":
         from .ship import ship_adapter  # here: ship.py imports this module
 
-        print(f"{args.name}: {ship_adapter(args.source, args.name)}")
+        print(f"{args.name}: {ship_adapter(args.source, args.name, args.max_rank)}")
         return 0
     if args.command == "engine":
         from .llm.ct2_convert import prepare_engine_model

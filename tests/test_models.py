@@ -209,13 +209,57 @@ def test_ship_adapter_copies_the_adapter_and_checks_its_mode(tmp_path, monkeypat
         ship_adapter(trained, "nope")
 
 
+def test_a_higher_rank_adapter_ships_as_its_best_low_rank_approximation(tmp_path, monkeypatch):
+    from peft import LoraConfig, PeftModel, get_peft_model
+    from safetensors.torch import load_file, save_file
+    from transformers import AutoModelForCausalLM
+
+    from dynaweb_env.ship import shrink_lora_rank
+
+    trained = tmp_path / "run"
+    base = AutoModelForCausalLM.from_pretrained(models.prepare_model("tiny-random"))
+    config = LoraConfig(r=6, lora_alpha=12, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM")
+    get_peft_model(base, config).save_pretrained(trained)
+    models.name_adapter_base(trained, "tiny-random")
+    weights = load_file(trained / ADAPTER_WEIGHTS_FILE)  # B starts at zero: give the update a spectrum
+    generator = torch.Generator().manual_seed(0)
+    weights = {k: torch.randn(v.shape, generator=generator) for k, v in weights.items()}
+    save_file(weights, trained / ADAPTER_WEIGHTS_FILE)
+
+    def updates(directory):
+        loaded = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(models.prepare_model("tiny-random")),
+                                           directory)  # fmt: skip
+        return {name: module.get_delta_weight("default") for name, module in loaded.named_modules()
+                if hasattr(module, "get_delta_weight") and "default" in getattr(module, "lora_A", {})}  # fmt: skip
+
+    before = updates(trained)
+    target = tmp_path / "package" / "wm"
+    monkeypatch.setitem(models.SHIPPED_ADAPTERS, "test-wm", models.ShippedAdapter("test-wm", str(target), "t", None))
+    ship_adapter(trained, "test-wm", max_rank=2)
+    shipped = json.loads((target / "adapter_config.json").read_text())
+    assert shipped["r"] == 2 == shipped["lora_alpha"]
+    after = updates(target)
+    assert before.keys() == after.keys() and len(after) >= 2
+    for name, update in before.items():
+        u, s, vh = torch.linalg.svd(update.float(), full_matrices=False)
+        best = u[:, :2] * s[:2] @ vh[:2]  # Eckart-Young: the closest rank-2 update
+        assert torch.linalg.matrix_rank(after[name].float()) == 2
+        assert torch.allclose(after[name].float(), best, atol=2e-2 * best.abs().max())
+    # The kept share of each update is reported; an adapter at or below the rank is left as it is.
+    kept = shrink_lora_rank(trained, 3)
+    assert 0 < kept["min_kept_energy"] <= kept["kept_energy"] < 1
+    assert shrink_lora_rank(trained, 3) == {"kept_energy": 1.0, "min_kept_energy": 1.0}
+    with pytest.raises(ValueError, match="itself"):
+        ship_adapter(target, "test-wm")
+
+
 @pytest.mark.parametrize("name", list(models.SHIPPED_ADAPTERS))
 def test_shipped_adapters_are_small_and_load_onto_their_base(name):
     from dynaweb_env.llm import make_backend
 
     path = models.resolve_model(name)
     assert models.adapter_base(path) in models.EMBEDDED_MODELS
-    assert sum(f.stat().st_size for f in path.iterdir()) < 10_000_000  # an adapter, not a model
+    assert sum(f.stat().st_size for f in path.iterdir()) < 6_000_000  # rank <= SHIPPED_MAX_RANK, float16
     assert models.world_model_output_mode(name) == models.SHIPPED_ADAPTERS[name].output_mode
     trained = make_backend(f"transformers:{name}", cache=False).model.state_dict()  # the reference backend
     base = make_backend(models.adapter_base(path), cache=False).model.state_dict()

@@ -8,8 +8,8 @@ Spec                            Backend
 ==============================  =================================================================
 ``smollm2-135m``                embedded model (see :mod:`dynaweb_env.models`), transformers
 ``tiny-random``                 embedded tiny random model, transformers (tests, smoke runs)
-``smollm2-135m-wm`` (shipped)   a shipped adapter (world model, judge): the CTranslate2 engine when it
-                                is installed, else transformers (see "Engine defaults" below)
+``smollm2-135m-judge``          a shipped adapter (world model, judge): the CTranslate2 engine when it
+(shipped)                       is installed, else transformers (see "Engine defaults" below)
 ``ct2:<ref>``                   CTranslate2 (``pip install dynaweb[engine]``): an embedded name, a shipped
                                 adapter, a local checkpoint or adapter directory (converted once into
                                 the cache, adapters merged, int8), or an already converted directory
@@ -32,8 +32,12 @@ A dict names the backend and its constructor arguments:
 
 Engine defaults: the shipped adapters are frozen models (world model, judge), so their bare names use
 the CTranslate2 engine wherever it is installed; ``transformers`` stays the reference and the fallback.
-Write ``transformers:smollm2-135m-wm`` for the reference, or set ``DYNAWEB_ENGINE=transformers`` to make
-every bare name resolve to it (``DYNAWEB_ENGINE=ct2`` makes a missing engine an error instead).
+The exception is the tree-mode world model ``smollm2-135m-wm``: its ~250-token pages loop under int8
+weights until the token limit (measured, ``benchmarks/results/wm_tree_rank8*.json``: 0.51 of its
+outputs valid on the engine, 0.93 on transformers), so its bare name stays on ``transformers``. Write
+``transformers:smollm2-135m-judge`` for the reference, or set ``DYNAWEB_ENGINE=transformers`` to make
+every bare name resolve to it (``DYNAWEB_ENGINE=ct2`` makes a missing engine an error instead, and puts
+the tree world model on the engine too).
 
 Backends are cached per process: the same spec (and keyword arguments) returns the same loaded
 backend, so several envs sharing a world model never load it twice. Pass ``cache=False`` for a
@@ -89,7 +93,7 @@ def parse_backend_spec(spec: str | dict[str, Any]) -> dict[str, Any]:
     from ..models import EMBEDDED_MODELS, SHIPPED_ADAPTERS
 
     if text in SHIPPED_ADAPTERS and not colon:
-        return {"backend": default_engine(), "model": text}
+        return {"backend": default_engine(text), "model": text}
     if text in EMBEDDED_MODELS or text in SHIPPED_ADAPTERS or Path(text).expanduser().is_dir():
         return {"backend": "transformers", "model": text}
     raise ValueError(
@@ -179,9 +183,13 @@ def _openai_spec(rest: str, spec: str) -> dict[str, Any]:
     )
 
 
-def default_engine() -> str:
+def default_engine(name: str | None = None) -> str:
     """The backend bare shipped-adapter names resolve to: ``"ct2"`` where CTranslate2 is installed, else
     ``"transformers"``; :data:`ENGINE_ENV_VAR` overrides it.
+
+    Args:
+        name: The shipped adapter. A tree-mode world model stays on ``"transformers"`` unless the variable
+            says ``ct2``: its long outputs loop under int8 weights (see "Engine defaults" above).
 
     Raises:
         ValueError: If the variable holds anything else.
@@ -191,8 +199,11 @@ def default_engine() -> str:
         raise ValueError(f"{ENGINE_ENV_VAR} must be auto, ct2 or transformers, got {choice!r}")
     if choice != "auto":
         return choice
+    from ..models import SHIPPED_ADAPTERS
     from .ct2_convert import engine_available
 
+    if name in SHIPPED_ADAPTERS and SHIPPED_ADAPTERS[name].output_mode == "tree":
+        return "transformers"
     return "ct2" if engine_available() else "transformers"
 
 
