@@ -465,12 +465,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     ship = sub.add_parser("ship", help="copy a trained adapter directory into the package as a shipped adapter")
     ship.add_argument("source", help="adapter directory (e.g. the output_dir of dynaweb-train-wm)")
     ship.add_argument("name", choices=list(SHIPPED_ADAPTERS))
-    ship.add_argument("--max-rank", type=int, default=8, help="ship a higher-rank adapter cut to this rank (SVD)")
+    ship.add_argument("--max-rank", type=int, help="cut a higher-rank adapter to this rank (SVD; default 8, 0: no cut)")
     args = parser.parse_args(argv)
     if args.command == "ship":
-        from .ship import ship_adapter  # here: ship.py imports this module
+        from .ship import SHIPPED_MAX_RANK, ship_adapter  # here: ship.py imports this module
 
-        print(f"{args.name}: {ship_adapter(args.source, args.name, args.max_rank)}")
+        max_rank = SHIPPED_MAX_RANK if args.max_rank is None else args.max_rank or None
+        path = ship_adapter(args.source, args.name, max_rank)
+        cut = json.loads((path / WORLD_MODEL_INFO_FILE).read_text()).get("lora_rank_cut")
+        print(f"{args.name}: {path}" + (f" (LoRA rank cut: {cut})" if cut else ""))
         return 0
     if args.command == "engine":
         from .llm.ct2_convert import prepare_engine_model

@@ -25,9 +25,9 @@ from .models import (
 
 #: The adapter weights file peft writes and reads.
 ADAPTER_WEIGHTS_FILE = "adapter_model.safetensors"
-#: What :func:`ship_adapter` copies besides the weights: the config and the run's provenance (not the
-#: tokenizer: the base model has it).
-SHIPPED_FILES = (ADAPTER_CONFIG_FILE, "wm_sft_summary.json")
+#: What :func:`ship_adapter` copies besides the weights and config (which it writes): the run's provenance
+#: (not the tokenizer: the base model has it).
+SHIPPED_FILES = ("wm_sft_summary.json",)
 #: The highest LoRA rank shipped: rank 8 on every linear layer of SmolLM2-135M is 4.9 MB in float16.
 SHIPPED_MAX_RANK = 8
 
@@ -38,14 +38,18 @@ def ship_adapter(source: str | os.PathLike[str], name: str, max_rank: int | None
     Args:
         source: The adapter directory (e.g. the ``output_dir`` of ``dynaweb-train-wm``).
         name: One of :data:`~dynaweb_env.models.SHIPPED_ADAPTERS`.
-        max_rank: An adapter of a higher LoRA rank is shipped at this rank (:func:`shrink_lora_rank`);
+        max_rank: An adapter of a higher LoRA rank is shipped at this rank (:func:`shrink_lora_rank`), and the cut
+            is recorded beside it (``lora_rank_cut`` in :data:`~dynaweb_env.models.WORLD_MODEL_INFO_FILE`);
             ``None`` ships it at its own rank. Measure the shipped model's fidelity after a cut.
 
     Raises:
         ValueError: If ``name`` is not in :data:`~dynaweb_env.models.SHIPPED_ADAPTERS`, ``source`` is not an
-            adapter of an embedded model, or it was trained for another output mode than ``name`` is registered
-            with.
+            adapter of an embedded model, it was trained for another output mode than ``name`` is registered
+            with, or it needs a cut :func:`shrink_lora_rank` cannot make. Nothing is copied then.
     """
+    import torch
+    from safetensors.torch import load_file, save_file
+
     if name not in models.SHIPPED_ADAPTERS:
         raise ValueError(f"unknown shipped adapter {name!r}; known: {', '.join(models.SHIPPED_ADAPTERS)}")
     source, adapter = Path(source), models.SHIPPED_ADAPTERS[name]
@@ -57,73 +61,81 @@ def ship_adapter(source: str | os.PathLike[str], name: str, max_rank: int | None
         raise ValueError(f"{source} was trained for output_mode={trained_mode!r}, {name} is {adapter.output_mode!r}")
     if source.resolve() == adapter.path.resolve():
         raise ValueError(f"{source} is the shipped adapter {name} itself: copy it elsewhere first")
+    config = json.loads((source / ADAPTER_CONFIG_FILE).read_text())
+    weights = load_file(source / ADAPTER_WEIGHTS_FILE)
+    cut = None
+    if max_rank is not None and config["r"] > max_rank:
+        # Cut before halving the precision, and before anything is written: a refused cut changes nothing.
+        from_rank = config["r"]
+        weights, config, kept = shrink_lora_rank(weights, config, max_rank)
+        cut = {"from_rank": from_rank, "to_rank": max_rank, **kept}
     adapter.path.mkdir(parents=True, exist_ok=True)
     for file_name in SHIPPED_FILES:
         if (source / file_name).is_file():
             shutil.copyfile(source / file_name, adapter.path / file_name)
-    _save_half_precision(source / ADAPTER_WEIGHTS_FILE, adapter.path / ADAPTER_WEIGHTS_FILE)
-    if max_rank is not None and json.loads((source / ADAPTER_CONFIG_FILE).read_text())["r"] > max_rank:
-        shrink_lora_rank(adapter.path, max_rank)
+    (adapter.path / ADAPTER_CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n")
+    # float16 halves the package size; peft casts the weights back to the model's dtype on loading.
+    half = {key: value.to(torch.float16) if value.is_floating_point() else value for key, value in weights.items()}
+    save_file(half, adapter.path / ADAPTER_WEIGHTS_FILE)
+    (adapter.path / ADAPTER_WEIGHTS_FILE).chmod(0o644)
     # The shipped adapter is prompted as its source was trained (read back by model_prompt_style).
-    info = {"output_mode": adapter.output_mode} if adapter.output_mode else {}
+    info: dict[str, object] = {"output_mode": adapter.output_mode} if adapter.output_mode else {}
     info["prompt_style"] = model_prompt_style(str(source))
+    if cut:
+        info["lora_rank_cut"] = cut
     (adapter.path / WORLD_MODEL_INFO_FILE).write_text(json.dumps(info) + "\n")
     return adapter.path
 
 
-def _save_half_precision(source: Path, target: Path) -> None:
-    # float16 halves the package size; peft casts the weights back to the model's dtype on loading.
-    import torch
-    from safetensors.torch import load_file, save_file
+def shrink_lora_rank(weights: dict, config: dict, rank: int) -> tuple[dict, dict, dict[str, float]]:
+    """A LoRA adapter's weights and config cut to its best rank-``rank`` approximation.
 
-    weights = load_file(source)
-    save_file({k: v.to(torch.float16) if v.is_floating_point() else v for k, v in weights.items()}, target)
-    target.chmod(0o644)
+    Each layer's update ``scaling * B @ A`` is replaced by its truncated SVD (the closest update of that
+    rank, Eckart-Young), ``U_k sqrt(S_k)`` as the new ``B`` and ``sqrt(S_k) V_k`` as the new ``A``;
+    ``lora_alpha`` becomes ``rank`` so the new scaling is 1. The product is the one peft's
+    ``add_weighted_adapter(combination_type="svd")`` builds (peft puts all of ``S`` in ``B``), without
+    loading the base model.
 
-
-def shrink_lora_rank(adapter_dir: str | os.PathLike[str], rank: int) -> dict[str, float]:
-    """Cut a LoRA adapter, in place, to its best rank-``rank`` approximation.
-
-    Each layer's update ``scaling * B @ A`` is replaced by its truncated SVD (the closest update of
-    that rank, Eckart-Young), split evenly into the new ``A`` and ``B``; ``lora_alpha`` becomes
-    ``rank`` so the new scaling is 1. This is what peft's ``add_weighted_adapter(combination_type="svd")``
-    computes, without loading the base model.
+    Args:
+        weights: The adapter's state dict (``adapter_model.safetensors``), not modified.
+        config: Its ``adapter_config.json``, not modified.
+        rank: The new rank; an adapter of this rank or lower comes back unchanged.
 
     Returns:
-        The share of each update's squared Frobenius norm kept, averaged over layers (``kept_energy``)
-        and at its lowest (``min_kept_energy``): how much of the update the cut keeps.
+        ``(weights, config, kept)``: the new weights (in their original dtypes) and config, and the share
+        of each update's squared Frobenius norm the cut keeps, averaged over layers (``kept_energy``) and
+        at its lowest (``min_kept_energy``). A layer whose update is zero loses nothing (1.0).
 
     Raises:
-        ValueError: If ``rank < 1``, or the adapter uses per-layer ranks or alphas, DoRA, or biases.
+        ValueError: If ``rank < 1`` or above a layer's own dimensions, or the adapter has per-layer ranks or
+            alphas, DoRA, LoRA biases, LoRA on embeddings, or no LoRA pairs at all.
     """
     import torch
-    from safetensors.torch import load_file, save_file
 
     if rank < 1:
         raise ValueError(f"rank must be >= 1, got {rank}")
-    adapter_dir = Path(adapter_dir)
-    config_path, weights_path = adapter_dir / ADAPTER_CONFIG_FILE, adapter_dir / ADAPTER_WEIGHTS_FILE
-    config = json.loads(config_path.read_text())
     if config.get("rank_pattern") or config.get("alpha_pattern") or config.get("use_dora") or config.get("lora_bias"):
-        raise ValueError(f"{adapter_dir}: per-layer ranks or alphas, DoRA and LoRA biases are not supported")
+        raise ValueError("per-layer ranks or alphas, DoRA and LoRA biases are not supported")
     if config["r"] <= rank:
-        return {"kept_energy": 1.0, "min_kept_energy": 1.0}
+        return dict(weights), dict(config), {"kept_energy": 1.0, "min_kept_energy": 1.0}
+    pairs = [key for key in weights if ".lora_A." in key]
+    unknown = [key for key in weights if "lora_" in key and ".lora_A." not in key and ".lora_B." not in key]
+    if unknown or not pairs:
+        raise ValueError(f"only LoRA A/B pairs of linear layers can be cut; found {unknown[:3] or 'no pairs'}")
     # rsLoRA scales by alpha / sqrt(r); plain LoRA by alpha / r.
     scaling = config["lora_alpha"] / (config["r"] ** 0.5 if config.get("use_rslora") else config["r"])
-    weights = load_file(weights_path)
-    shrunk, kept = {}, []
-    for key_a in [key for key in weights if ".lora_A." in key]:
+    shrunk, kept_energy = dict(weights), []
+    for key_a in pairs:
         key_b = key_a.replace(".lora_A.", ".lora_B.")
-        lora_a, lora_b = weights[key_a].float(), weights[key_b].float()
-        update = scaling * lora_b @ lora_a
+        update = scaling * weights[key_b].float() @ weights[key_a].float()
+        if rank > min(update.shape):
+            raise ValueError(f"rank {rank} exceeds the dimensions {tuple(update.shape)} of {key_a}")
         u, s, vh = torch.linalg.svd(update, full_matrices=False)
-        kept.append(float((s[:rank] ** 2).sum() / (s**2).sum().clamp_min(1e-30)))
-        root = s[:rank].sqrt()
-        shrunk[key_b] = (u[:, :rank] * root).to(weights[key_b].dtype).contiguous()
-        shrunk[key_a] = (root[:, None] * vh[:rank]).to(weights[key_a].dtype).contiguous()
-    rest = {key: value for key, value in weights.items() if key not in shrunk}
-    save_file({**rest, **shrunk}, weights_path)
-    weights_path.chmod(0o644)
-    config.update(r=rank, lora_alpha=rank, use_rslora=False)
-    config_path.write_text(json.dumps(config, indent=2) + "\n")
-    return {"kept_energy": round(sum(kept) / len(kept), 4), "min_kept_energy": round(min(kept), 4)}
+        total = float((s**2).sum())
+        kept_energy.append(float((s[:rank] ** 2).sum()) / total if total > 0 else 1.0)
+        sqrt_s = s[:rank].sqrt()
+        shrunk[key_b] = (u[:, :rank] * sqrt_s).to(weights[key_b].dtype).contiguous()
+        shrunk[key_a] = (sqrt_s[:, None] * vh[:rank]).to(weights[key_a].dtype).contiguous()
+    new_config = {**config, "r": rank, "lora_alpha": rank, "use_rslora": False}
+    kept = {"kept_energy": round(sum(kept_energy) / len(kept_energy), 4), "min_kept_energy": round(min(kept_energy), 4)}
+    return shrunk, new_config, kept

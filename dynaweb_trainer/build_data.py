@@ -37,7 +37,8 @@ from typing import Any
 
 from dynaweb_env.data.shipped import TEST_SEED_MODULUS
 
-from .collect import EXPLORE_POLICY, CollectConfig, collect, expert_tasks, policy_label
+from .collect import CollectConfig, collect, expert_tasks, policy_label
+from .exploration import EXPLORE_POLICY
 
 #: The splits, each a set of task seeds (:func:`split_of_seed`).
 SPLITS = ("train", "validation", "test")

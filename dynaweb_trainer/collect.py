@@ -49,13 +49,7 @@ from dynaweb_env.llm.base import SamplingParams
 
 from .encoding import EpisodeEncoder
 from .evaluate import EvalConfig, make_real_vector_env
-from .exploration import (
-    EXPLORE_POLICY,
-    NEAR_MISS_POLICY,
-    ExplorationPolicy,
-    NearMissPolicy,
-    random_action,
-)
+from .exploration import EXPLORING_POLICIES, NEAR_MISS_POLICY
 from .policy import (
     EXPERT_POLICY,
     LoadedPolicy,
@@ -120,7 +114,7 @@ def policy_label(config: CollectConfig) -> str:
     ``expert``; ``explore-e<epsilon>-s<seed>``; ``near-miss-e<epsilon>-s<seed>``; a model reference as given, plus
     ``@t<temperature>-s<seed>`` when it samples (greedy decoding does not depend on the seed).
     """
-    if config.policy in (EXPLORE_POLICY, NEAR_MISS_POLICY):
+    if config.policy in EXPLORING_POLICIES:
         return f"{config.policy}-e{config.epsilon:g}-s{config.seed}"
     if config.policy == EXPERT_POLICY or config.temperature == 0:
         return config.policy
@@ -152,11 +146,11 @@ def read_done(path: str | os.PathLike[str]) -> set[tuple[str, int, str]]:
 
 
 def _load(config: CollectConfig) -> LoadedPolicy:
-    scripted = {EXPLORE_POLICY: ExplorationPolicy, NEAR_MISS_POLICY: NearMissPolicy}.get(config.policy)
-    if scripted is not None:
+    exploring_policy_cls = EXPLORING_POLICIES.get(config.policy)
+    if exploring_policy_cls is not None:
         expert = load_policy(EXPERT_POLICY, config.tokenizer)
         details = {"epsilon": config.epsilon, "seed": config.seed, **expert.details}
-        policy = scripted(expert.tokenizer, config.epsilon, config.seed)
+        policy = exploring_policy_cls(expert.tokenizer, config.epsilon, config.seed)
         return LoadedPolicy(config.policy, config.policy, expert.tokenizer, policy, details)
     return load_policy(config.policy, config.tokenizer, config.device, config.max_batch_size)
 
@@ -250,7 +244,9 @@ def collect(
     from .rollout import run_episodes
 
     missing = [task for task in config.tasks if task not in EXPERTS]
-    if config.policy == EXPERT_POLICY and (policy is None or policy.kind == EXPERT_POLICY) and missing:
+    # The expert and its near misses need an expert on every task; exploration plays randomly without one.
+    needs_expert = config.policy in (EXPERT_POLICY, NEAR_MISS_POLICY)
+    if needs_expert and (policy is None or policy.kind == config.policy) and missing:
         raise ValueError(f"no scripted expert for {', '.join(missing)}; experts exist for: {', '.join(expert_tasks())}")
     started = time.perf_counter()
     output = Path(config.output)
@@ -342,16 +338,11 @@ if __name__ == "__main__":
 
 
 __all__ = [
-    "EXPLORE_POLICY",
-    "NEAR_MISS_POLICY",
     "CollectConfig",
-    "ExplorationPolicy",
-    "NearMissPolicy",
     "collect",
     "expert_tasks",
     "main",
     "policy_label",
-    "random_action",
     "record_episode",
     "read_done",
 ]

@@ -8,8 +8,9 @@ Two policies put them there, each reproducibly seeded by ``(seed, task, task see
 - :class:`NearMissPolicy` (``--policy near-miss``): at each step, with probability ``epsilon``, the
   expert's own click or ``type`` aimed at *another element of the same role* (:func:`near_miss`): the
   wrong checkbox, tab, option or button, the password typed into the wrong field. These are the
-  mistakes a trained policy makes, and the ones a judge that does not read the goal closely calls a
-  success; random exploration rarely produces them, since its random click usually ends the task.
+  mistakes behind most of the judge's false successes on the policy's dreams (README, "The judge
+  retrained on dreamed pages": 21 of 31 were a wrong click on a one-page task); a random action is
+  rarely one, since it may be any kind of action on any element.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from dynaweb_env.actions import ActionParseError, parse_action
+from dynaweb_env.actions import Action, ActionParseError, format_action, parse_action
 from dynaweb_env.agent import format_policy_response
 from dynaweb_env.experts import ExpertError, parse_axtree
 
@@ -79,32 +80,49 @@ def random_action(observation: Mapping[str, str], rng: np.random.Generator) -> t
     return f"Exploring: I {verb} {described} [{node.bid}] to see what it does.", f"{verb} [{node.bid}]"
 
 
-class ExplorationPolicy(ScriptedExpertPolicy):
-    """The expert, replaced with probability ``epsilon`` by :func:`random_action` (reproducibly seeded).
+class SeededMistakesPolicy(ScriptedExpertPolicy):
+    """The scripted expert with mistakes drawn at each step with probability ``epsilon``.
 
-    The choice at each step depends only on ``(seed, task, task seed, turn)``, never on which
-    browser runs the episode or in what order episodes finish. On a task without an expert, or a
-    page the expert does not recognise (after a random action), every action is random.
+    Every draw comes from a generator seeded by ``(seed, task, task seed, turn, stream)``, never by which
+    browser runs the episode or in what order episodes finish, so a collection is reproducible however
+    it is batched. Subclasses say what a mistake is.
 
     Args:
         tokenizer: The tokenizer of the episode encoding.
-        epsilon: Probability of a random action at each step.
-        seed: Base seed of the random choices.
+        epsilon: Probability of a mistake at each step.
+        seed: Base seed of the draws.
         experts: Task id -> expert (default: every registered expert).
     """
+
+    #: The ``--policy`` value; also the policy's ``model_name``.
+    name = ""
 
     def __init__(self, tokenizer: Any, epsilon: float, seed: int = 0, experts: Mapping[str, Any] | None = None):
         if not 0.0 <= epsilon <= 1.0:
             raise ValueError(f"epsilon must be in [0, 1], got {epsilon}")
         super().__init__(tokenizer, experts)
-        self.model_name = EXPLORE_POLICY
+        self.model_name = self.name
         self.epsilon, self.seed = epsilon, seed
 
-    def respond(self, turn: PolicyTurn) -> str:
-        task_id = self.task_id(turn)
+    def rng(self, turn: PolicyTurn, stream: int = 0) -> np.random.Generator:
+        """The generator of this episode's ``turn``; ``stream`` separates policies that share a seed."""
         task_seed = int(turn.info.get("task_seed", turn.options.get("task_seed", 0)))
-        rng = np.random.default_rng([self.seed, zlib.crc32(task_id.encode()), task_seed, turn.turn])
-        expert = self.experts.get(task_id)
+        key = [self.seed, zlib.crc32(self.task_id(turn).encode()), task_seed, turn.turn]
+        return np.random.default_rng(key + [stream] if stream else key)
+
+
+class ExplorationPolicy(SeededMistakesPolicy):
+    """The expert, replaced with probability ``epsilon`` by :func:`random_action` at each step.
+
+    On a task without an expert, or a page the expert does not recognise (after a random action),
+    every action is random.
+    """
+
+    name = EXPLORE_POLICY
+
+    def respond(self, turn: PolicyTurn) -> str:
+        rng = self.rng(turn)
+        expert = self.experts.get(self.task_id(turn))
         if expert is not None and rng.random() >= self.epsilon:
             try:
                 return expert.respond(turn.observation)
@@ -138,56 +156,55 @@ def near_miss(observation: Mapping[str, str], action: str, rng: np.random.Genera
     if not others:
         return None
     other = others[int(rng.integers(len(others)))]
+    retargeted = format_action(Action(parsed.name, (other.bid, *parsed.args[1:])))
     described = f"the {other.role} '{other.name}'" if other.name else f"the {other.role}"
     if parsed.name == "click":
-        return f"I click {described} [{other.bid}].", f"click [{other.bid}]"
-    text, enter = parsed.args[1], parsed.args[2]
-    return f"I type '{text}' into {described} [{other.bid}].", f"type [{other.bid}] [{text}] [{enter}]"
+        return f"I click {described} [{other.bid}].", retargeted
+    return f"I type '{parsed.arg('text')}' into {described} [{other.bid}].", retargeted
 
 
-class NearMissPolicy(ScriptedExpertPolicy):
+class NearMissPolicy(SeededMistakesPolicy):
     """The expert, whose click or ``type`` goes with probability ``epsilon`` to another element of the same role.
 
-    After a near miss the expert goes on from the page the mistake left, so an episode holds both
-    mistakes it recovers from and mistakes that fail the task; the real browser says which. The
-    choice at each step depends only on ``(seed, task, task seed, turn)``. A page the expert does
+    A step whose action is neither, or whose target has no other element of its role on the page (the
+    only button), keeps the expert's action: ``epsilon`` is the chance of *trying* a near miss. After a
+    near miss the expert goes on from the page the mistake left, so an episode holds both mistakes it
+    recovers from and mistakes that fail the task; the real browser says which. A page the expert does
     not recognise ends the episode with ``stop [N/A]``, as for :class:`ScriptedExpertPolicy`.
-
-    Args:
-        tokenizer: The tokenizer of the episode encoding.
-        epsilon: Probability, at each step, of aiming the expert's action at another element.
-        seed: Base seed of the choices.
-        experts: Task id -> expert (default: every registered expert).
     """
 
-    def __init__(self, tokenizer: Any, epsilon: float, seed: int = 0, experts: Mapping[str, Any] | None = None):
-        if not 0.0 <= epsilon <= 1.0:
-            raise ValueError(f"epsilon must be in [0, 1], got {epsilon}")
-        super().__init__(tokenizer, experts)
-        self.model_name = NEAR_MISS_POLICY
-        self.epsilon, self.seed = epsilon, seed
+    name = NEAR_MISS_POLICY
+    #: Draws of a stream of their own: a near-miss and an exploration run of one seed make unrelated choices.
+    RNG_STREAM = 1
 
     def respond(self, turn: PolicyTurn) -> str:
-        task_id = self.task_id(turn)
-        expert = self.experts.get(task_id)
+        expert = self.experts.get(self.task_id(turn))
         if expert is None:
             return super().respond(turn)
         try:
             reasoning, action = expert.act(turn.observation)
         except ExpertError:
             return super().respond(turn)
-        task_seed = int(turn.info.get("task_seed", turn.options.get("task_seed", 0)))
-        rng = np.random.default_rng([self.seed, zlib.crc32(task_id.encode()), task_seed, turn.turn, 1])
-        missed = near_miss(turn.observation, action, rng) if rng.random() < self.epsilon else None
-        return format_policy_response(*(missed or (reasoning, action)))
+        rng = self.rng(turn, self.RNG_STREAM)
+        near_miss_step = near_miss(turn.observation, action, rng) if rng.random() < self.epsilon else None
+        return format_policy_response(*(near_miss_step or (reasoning, action)))
+
+
+#: ``--policy`` value -> the exploring policy ``dynaweb-collect`` builds for it.
+EXPLORING_POLICIES: dict[str, type[SeededMistakesPolicy]] = {
+    EXPLORE_POLICY: ExplorationPolicy,
+    NEAR_MISS_POLICY: NearMissPolicy,
+}
 
 
 __all__ = [
+    "EXPLORING_POLICIES",
     "CLICKABLE_ROLES",
     "EXPLORE_POLICY",
     "NEAR_MISS_POLICY",
     "ExplorationPolicy",
     "NearMissPolicy",
+    "SeededMistakesPolicy",
     "near_miss",
     "random_action",
 ]

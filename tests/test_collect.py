@@ -14,17 +14,9 @@ from dynaweb_env.data.shipped import split_of
 from dynaweb_env.experts import EXPERTS, ExpertPolicy
 from dynaweb_env.llm.base import SamplingParams
 from dynaweb_env.observation import make_observation
-from dynaweb_trainer.collect import (
-    CollectConfig,
-    ExplorationPolicy,
-    collect,
-    main,
-    policy_label,
-    random_action,
-    read_done,
-)
+from dynaweb_trainer.collect import CollectConfig, collect, main, policy_label, read_done
 from dynaweb_trainer.encoding import EpisodeEncoder
-from dynaweb_trainer.exploration import NearMissPolicy, near_miss
+from dynaweb_trainer.exploration import ExplorationPolicy, NearMissPolicy, near_miss, random_action
 from dynaweb_trainer.identity_env import BUTTON_NAMES, TASK_ID, make_click_button_vector_env
 from dynaweb_trainer.policy import PolicyTurn
 
@@ -257,6 +249,9 @@ def test_model_policies_are_collected_as_real_episodes(tmp_path):
 def test_cli_rejects_bad_arguments(capsys):
     assert main(["--policy", "explore", "--epsilon", "2"]) == 2
     assert "epsilon" in capsys.readouterr().err
+    # Near misses are the expert's actions aimed elsewhere: a task without an expert has none.
+    assert main(["--policy", "near-miss", "--tasks", "miniwob.no-expert", "--tokenizer", "tiny-random"]) == 2
+    assert "no scripted expert for miniwob.no-expert" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------------------- real pages
@@ -302,6 +297,6 @@ def test_near_misses_on_real_checkboxes_fail_the_task_the_expert_solves(tmp_path
     near = by_policy["near-miss-e1-s0"]
     assert len(near) == 2 and all(t.source == "real" and not t.success for t in near)
     for missed, expert in zip(near, by_policy["expert"], strict=True):
-        # Every click the expert made on the first page went to another checkbox.
+        # Its first click went to another checkbox (ε = 1; these seeds have more than one box on the page).
         assert missed.steps[0].action != expert.steps[0].action
         assert missed.steps[0].reasoning.startswith("I click the checkbox")

@@ -22,7 +22,7 @@ from dynaweb_env.models import (
     resolve_model,
     smollm2_gguf_path,
 )
-from dynaweb_env.ship import ADAPTER_WEIGHTS_FILE, ship_adapter
+from dynaweb_env.ship import ADAPTER_WEIGHTS_FILE, SHIPPED_MAX_RANK, ship_adapter
 
 
 @pytest.fixture()
@@ -209,17 +209,21 @@ def test_ship_adapter_copies_the_adapter_and_checks_its_mode(tmp_path, monkeypat
         ship_adapter(trained, "nope")
 
 
-def test_a_higher_rank_adapter_ships_as_its_best_low_rank_approximation(tmp_path, monkeypatch):
+@pytest.mark.parametrize("use_rslora", [False, True])
+def test_a_higher_rank_adapter_ships_as_its_best_low_rank_approximation(tmp_path, monkeypatch, use_rslora):
     from peft import LoraConfig, PeftModel, get_peft_model
     from safetensors.torch import load_file, save_file
     from transformers import AutoModelForCausalLM
 
     from dynaweb_env.ship import shrink_lora_rank
 
+    def tiny():
+        return AutoModelForCausalLM.from_pretrained(models.prepare_model("tiny-random"))
+
     trained = tmp_path / "run"
-    base = AutoModelForCausalLM.from_pretrained(models.prepare_model("tiny-random"))
-    config = LoraConfig(r=6, lora_alpha=12, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM")
-    get_peft_model(base, config).save_pretrained(trained)
+    config = LoraConfig(r=6, lora_alpha=12, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM",
+                        use_rslora=use_rslora)  # fmt: skip
+    get_peft_model(tiny(), config).save_pretrained(trained)
     models.name_adapter_base(trained, "tiny-random")
     weights = load_file(trained / ADAPTER_WEIGHTS_FILE)  # B starts at zero: give the update a spectrum
     generator = torch.Generator().manual_seed(0)
@@ -227,17 +231,21 @@ def test_a_higher_rank_adapter_ships_as_its_best_low_rank_approximation(tmp_path
     save_file(weights, trained / ADAPTER_WEIGHTS_FILE)
 
     def updates(directory):
-        loaded = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(models.prepare_model("tiny-random")),
-                                           directory)  # fmt: skip
+        loaded = PeftModel.from_pretrained(tiny(), directory)
         return {name: module.get_delta_weight("default") for name, module in loaded.named_modules()
                 if hasattr(module, "get_delta_weight") and "default" in getattr(module, "lora_A", {})}  # fmt: skip
 
     before = updates(trained)
     target = tmp_path / "package" / "wm"
     monkeypatch.setitem(models.SHIPPED_ADAPTERS, "test-wm", models.ShippedAdapter("test-wm", str(target), "t", None))
+    with pytest.raises(ValueError, match="rank must be"):
+        ship_adapter(trained, "test-wm", max_rank=0)
+    assert not target.exists()  # a refused cut writes nothing
     ship_adapter(trained, "test-wm", max_rank=2)
     shipped = json.loads((target / "adapter_config.json").read_text())
-    assert shipped["r"] == 2 == shipped["lora_alpha"]
+    assert shipped["r"] == 2 == shipped["lora_alpha"] and shipped["use_rslora"] is False
+    cut = json.loads((target / models.WORLD_MODEL_INFO_FILE).read_text())["lora_rank_cut"]
+    assert cut["from_rank"] == 6 and cut["to_rank"] == 2 and 0 < cut["min_kept_energy"] <= cut["kept_energy"] < 1
     after = updates(target)
     assert before.keys() == after.keys() and len(after) >= 2
     for name, update in before.items():
@@ -245,10 +253,14 @@ def test_a_higher_rank_adapter_ships_as_its_best_low_rank_approximation(tmp_path
         best = u[:, :2] * s[:2] @ vh[:2]  # Eckart-Young: the closest rank-2 update
         assert torch.linalg.matrix_rank(after[name].float()) == 2
         assert torch.allclose(after[name].float(), best, atol=2e-2 * best.abs().max())
-    # The kept share of each update is reported; an adapter at or below the rank is left as it is.
-    kept = shrink_lora_rank(trained, 3)
-    assert 0 < kept["min_kept_energy"] <= kept["kept_energy"] < 1
-    assert shrink_lora_rank(trained, 3) == {"kept_energy": 1.0, "min_kept_energy": 1.0}
+    # An adapter at or below the rank comes back as it is; a zero update loses nothing.
+    adapter_config = json.loads((trained / "adapter_config.json").read_text())
+    same, same_config, kept = shrink_lora_rank(weights, adapter_config, 6)
+    assert same_config == adapter_config and kept == {"kept_energy": 1.0, "min_kept_energy": 1.0}
+    zero = {k: torch.zeros_like(v) if ".lora_B." in k else v for k, v in weights.items()}
+    assert shrink_lora_rank(zero, adapter_config, 2)[2] == {"kept_energy": 1.0, "min_kept_energy": 1.0}
+    with pytest.raises(ValueError, match="exceeds"):
+        shrink_lora_rank(weights, {**adapter_config, "r": 100}, 99)
     with pytest.raises(ValueError, match="itself"):
         ship_adapter(target, "test-wm")
 
@@ -259,7 +271,8 @@ def test_shipped_adapters_are_small_and_load_onto_their_base(name):
 
     path = models.resolve_model(name)
     assert models.adapter_base(path) in models.EMBEDDED_MODELS
-    assert sum(f.stat().st_size for f in path.iterdir()) < 6_000_000  # rank <= SHIPPED_MAX_RANK, float16
+    assert json.loads((path / "adapter_config.json").read_text())["r"] <= SHIPPED_MAX_RANK
+    assert sum(f.stat().st_size for f in path.iterdir()) < 6_000_000  # float16 at rank 8: 4.9 MB
     assert models.world_model_output_mode(name) == models.SHIPPED_ADAPTERS[name].output_mode
     trained = make_backend(f"transformers:{name}", cache=False).model.state_dict()  # the reference backend
     base = make_backend(models.adapter_base(path), cache=False).model.state_dict()

@@ -8,8 +8,9 @@ Spec                            Backend
 ==============================  =================================================================
 ``smollm2-135m``                embedded model (see :mod:`dynaweb_env.models`), transformers
 ``tiny-random``                 embedded tiny random model, transformers (tests, smoke runs)
-``smollm2-135m-judge``          a shipped adapter (world model, judge): the CTranslate2 engine when it
-(shipped)                       is installed, else transformers (see "Engine defaults" below)
+``smollm2-135m-judge``          a shipped adapter (judge, world models): the CTranslate2 engine when it
+                                is installed, else transformers; the tree world model ``smollm2-135m-wm``
+                                always transformers (see "Engine defaults" below)
 ``ct2:<ref>``                   CTranslate2 (``pip install dynaweb[engine]``): an embedded name, a shipped
                                 adapter, a local checkpoint or adapter directory (converted once into
                                 the cache, adapters merged, int8), or an already converted directory
@@ -33,8 +34,9 @@ A dict names the backend and its constructor arguments:
 Engine defaults: the shipped adapters are frozen models (world model, judge), so their bare names use
 the CTranslate2 engine wherever it is installed; ``transformers`` stays the reference and the fallback.
 The exception is the tree-mode world model ``smollm2-135m-wm``: its ~250-token pages loop under int8
-weights until the token limit (measured, ``benchmarks/results/wm_tree_rank8*.json``: 0.51 of its
-outputs valid on the engine, 0.93 on transformers), so its bare name stays on ``transformers``. Write
+weights until the token limit (measured on the same 15 held-out transitions,
+``benchmarks/results/wm_tree_rank8*.json``: 0.33 of its outputs valid on the engine, 0.93 on
+transformers), so its bare name stays on ``transformers``. Write
 ``transformers:smollm2-135m-judge`` for the reference, or set ``DYNAWEB_ENGINE=transformers`` to make
 every bare name resolve to it (``DYNAWEB_ENGINE=ct2`` makes a missing engine an error instead, and puts
 the tree world model on the engine too).

@@ -40,7 +40,7 @@ def import_ctranslate2() -> Any:
     except ImportError as error:
         raise ImportError(
             "the ct2 backend needs CTranslate2: `pip install 'dynaweb[engine]'` (or `pip install ctranslate2`), "
-            "or use a transformers spec such as 'transformers:smollm2-135m-wm'"
+            "or use a transformers spec such as 'transformers:smollm2-135m-judge'"
         ) from error
     return ctranslate2
 
