@@ -41,7 +41,6 @@ Command line::
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import fcntl
 import importlib.util
@@ -51,7 +50,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -223,12 +222,15 @@ class ShippedAdapter:
 
     ``output_mode`` is the world-model output mode it was trained for (``None``: not a world model). The
     prompt style it was trained on is recorded beside its weights (:func:`model_prompt_style`).
+    ``engine_default`` says whether its bare name uses the CTranslate2 engine where installed (``False``:
+    measured to lose fidelity there; see :mod:`dynaweb_env.llm`, "Engine defaults").
     """
 
     name: str
     directory: str
     description: str
     output_mode: str | None = None
+    engine_default: bool = True
 
     @property
     def path(self) -> Path:
@@ -241,6 +243,7 @@ SHIPPED_ADAPTERS: dict[str, ShippedAdapter] = {
         "smollm2-135m-wm",
         "web world model (tree mode): smollm2-135m + LoRA from dynaweb-train-wm on the shipped MiniWoB++ data",
         output_mode="tree",
+        engine_default=False,  # its long pages loop under int8 weights (benchmarks/results/wm_tree_rank8.json)
     ),
     "smollm2-135m-wm-patch": ShippedAdapter(
         "smollm2-135m-wm-patch",
@@ -450,54 +453,7 @@ def resolve_model(name_or_path: str | os.PathLike[str]) -> Path | str:
     return text
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Command-line entry point: ``prepare [names...]`` or ``list``."""
-    parser = argparse.ArgumentParser(prog="python -m dynaweb_env.models", description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    prepare = sub.add_parser("prepare", help="build named models into the cache (default: all)")
-    prepare.add_argument("names", nargs="*", metavar="NAME", help=f"one of: {', '.join(EMBEDDED_MODELS)}")
-    prepare.add_argument("--force", action="store_true", help="rebuild even if already prepared")
-    engine = sub.add_parser("engine", help="convert models for the CTranslate2 engine (default: the shipped adapters)")
-    engine.add_argument("references", nargs="*", metavar="REF", help="embedded or shipped names, or directories")
-    engine.add_argument("--quantization", default="int8", help="CTranslate2 weight type (default: int8)")
-    engine.add_argument("--force", action="store_true", help="convert again even if already converted")
-    sub.add_parser("list", help="list named models and whether they are prepared")
-    ship = sub.add_parser("ship", help="copy a trained adapter directory into the package as a shipped adapter")
-    ship.add_argument("source", help="adapter directory (e.g. the output_dir of dynaweb-train-wm)")
-    ship.add_argument("name", choices=list(SHIPPED_ADAPTERS))
-    ship.add_argument("--max-rank", type=int, help="cut a higher-rank adapter to this rank (SVD; default 8, 0: no cut)")
-    args = parser.parse_args(argv)
-    if args.command == "ship":
-        from .ship import SHIPPED_MAX_RANK, ship_adapter  # here: ship.py imports this module
+if __name__ == "__main__":  # ``python -m dynaweb_env.models``: the command line is in models_cli.py
+    from dynaweb_env.models_cli import main
 
-        max_rank = SHIPPED_MAX_RANK if args.max_rank is None else args.max_rank or None
-        path = ship_adapter(args.source, args.name, max_rank)
-        cut = json.loads((path / WORLD_MODEL_INFO_FILE).read_text()).get("lora_rank_cut")
-        print(f"{args.name}: {path}" + (f" (LoRA rank cut: {cut})" if cut else ""))
-        return 0
-    if args.command == "engine":
-        from .llm.ct2_convert import prepare_engine_model
-
-        for reference in args.references or list(SHIPPED_ADAPTERS):
-            path = prepare_engine_model(reference, args.quantization, force=args.force, verbose=True)
-            print(f"{reference}: {path}")
-        return 0
-    if args.command == "list":
-        for name, model in EMBEDDED_MODELS.items():
-            state = "prepared" if is_prepared(name) else "not prepared"
-            print(f"{name:22s} {state:13s} {model_dir(name)}  ({model.description})")
-        for name, adapter in SHIPPED_ADAPTERS.items():
-            state = "shipped" if (adapter.path / ADAPTER_CONFIG_FILE).is_file() else "missing"
-            print(f"{name:22s} {state:13s} {adapter.path}  ({adapter.description})")
-        return 0
-    unknown = [name for name in args.names if name not in EMBEDDED_MODELS]
-    if unknown:
-        parser.error(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(EMBEDDED_MODELS)}")
-    for name in args.names or list(EMBEDDED_MODELS):
-        path = prepare_model(name, force=args.force, verbose=True)
-        print(f"{name}: {path}")
-    return 0
-
-
-if __name__ == "__main__":
     raise SystemExit(main())

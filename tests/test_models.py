@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from dynaweb_env import models
+from dynaweb_env import models, models_cli
 from dynaweb_env.models import (
     EMBEDDED_MODELS,
     MARKER_FILE,
@@ -129,13 +129,13 @@ def test_tiny_random_is_seeded_and_shares_the_tokenizer(tmp_path):
 
 
 def test_cli_list_and_prepare(capsys, temp_cache, counting_model):
-    assert models.main(["list"]) == 0
+    assert models_cli.main(["list"]) == 0
     listing = capsys.readouterr().out
     assert "smollm2-135m" in listing and "tiny-random" in listing and "fake" in listing and "not prepared" in listing
-    assert models.main(["prepare", "fake"]) == 0
+    assert models_cli.main(["prepare", "fake"]) == 0
     assert str(temp_cache / "fake") in capsys.readouterr().out
     with pytest.raises(SystemExit) as error:
-        models.main(["prepare", "bogus"])
+        models_cli.main(["prepare", "bogus"])
     assert error.value.code == 2
 
 

@@ -190,8 +190,8 @@ def default_engine(name: str | None = None) -> str:
     ``"transformers"``; :data:`ENGINE_ENV_VAR` overrides it.
 
     Args:
-        name: The shipped adapter. A tree-mode world model stays on ``"transformers"`` unless the variable
-            says ``ct2``: its long outputs loop under int8 weights (see "Engine defaults" above).
+        name: The shipped adapter. One registered with ``engine_default=False`` (the tree world model, whose long
+            outputs loop under int8 weights) stays on ``"transformers"`` unless the variable says ``ct2``.
 
     Raises:
         ValueError: If the variable holds anything else.
@@ -204,7 +204,7 @@ def default_engine(name: str | None = None) -> str:
     from ..models import SHIPPED_ADAPTERS
     from .ct2_convert import engine_available
 
-    if name in SHIPPED_ADAPTERS and SHIPPED_ADAPTERS[name].output_mode == "tree":
+    if name in SHIPPED_ADAPTERS and not SHIPPED_ADAPTERS[name].engine_default:
         return "transformers"
     return "ct2" if engine_available() else "transformers"
 
