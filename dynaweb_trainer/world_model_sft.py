@@ -64,7 +64,7 @@ from dynaweb_env.models import (
 )
 from dynaweb_env.world_model.judge import DEFAULT_JUDGE_MAX_AXTREE_CHARS
 from dynaweb_env.world_model.model import DEFAULT_MAX_AXTREE_CHARS, OUTPUT_MODES
-from dynaweb_env.world_model.prompts import PROMPT_STYLES, check_prompt_style
+from dynaweb_env.world_model.prompts import PROMPT_STYLES, check_prompt_style, continues_prompt_style
 
 from .model_loading import checkpoint_step
 from .sft_base import (
@@ -133,9 +133,10 @@ class WorldModelSFTConfig(TrajectorySFTConfig):
             real trajectories with their real outcome: each as recorded, and every prefix of each success as a
             failure, `dynaweb_env.world_model.judge.judge_cases`) or `"both"` in one adapter.
         prompt_style (`str`, *optional*, defaults to `"compact"`):
-            The prompts trained on: `"compact"` (the output format alone; a fraction of the tokens per example) or
-            `"paper"` (the paper's long system prompts, as the shipped adapters were trained). Recorded beside the
-            adapter, so `DreamWeb-v0` prompts the trained model the same way.
+            The prompts trained on: `"compact"` (the output format alone; a fraction of the tokens per example),
+            `"grounded"` (compact; a judge's prompts also state which of the objective's names were acted on and
+            the final page shows, `dynaweb_env.world_model.grounding`) or `"paper"` (the paper's long system
+            prompts). Recorded beside the adapter, so `DreamWeb-v0` prompts the trained model the same way.
         judge_prefixes (`str`, *optional*, defaults to `"all"`):
             Which failure cases a real success yields: `"all"` (every shorter cut of it) or `"last"` (only the cut
             before its last action, the hardest to tell apart; ~35% fewer judge examples on the large data).
@@ -196,7 +197,11 @@ class WorldModelSFTConfig(TrajectorySFTConfig):
     )
     prompt_style: str = field(
         default="compact",
-        metadata={"help": "Prompts trained on: 'compact' or 'paper' (the paper's).", "choices": list(PROMPT_STYLES)},
+        metadata={
+            "help": "Prompts trained on: 'compact', 'grounded' (compact with the judge's objective-grounding notes) "
+            "or 'paper' (the paper's).",
+            "choices": list(PROMPT_STYLES),
+        },
     )
     judge_prefixes: str = field(
         default="all",
@@ -293,7 +298,9 @@ def load_model_to_train(config: WorldModelSFTConfig) -> tuple[Any, Any, Any]:
         if not config.use_peft:
             raise ValueError(f"{config.model_name_or_path} is a LoRA adapter: it trains with use_peft (the default)")
         recorded = model_prompt_style(config.model_name_or_path)
-        if recorded != config.prompt_style:  # one adapter, one prompt style: DreamWeb prompts it in the recorded one
+        # one adapter, one prompt style: DreamWeb prompts it in the recorded one (compact may go on to grounded,
+        # which only adds lines; the new adapter records the new style)
+        if not continues_prompt_style(recorded, config.prompt_style):
             raise ValueError(
                 f"{config.model_name_or_path} was trained on {recorded!r} prompts: continue it with "
                 f"--prompt_style {recorded}, not {config.prompt_style!r}"

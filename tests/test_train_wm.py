@@ -11,7 +11,7 @@ import torch
 from dynaweb_env.data.io import write_trajectories
 from dynaweb_env.data.schema import Step, Trajectory
 from dynaweb_env.envs.dream import resolve_world_model
-from dynaweb_env.models import world_model_output_mode
+from dynaweb_env.models import model_prompt_style, world_model_output_mode
 from dynaweb_env.world_model import WebWorldModel, WorldModelRequest, format_world_model_target
 from dynaweb_env.world_model.judge import build_judge_messages, format_judge_target, judge_cases, parse_judge_output
 from dynaweb_env.world_model.prompts import TERMINAL_MARKER, TREE_HEADER
@@ -148,7 +148,7 @@ def test_judge_cases_with_every_prefix_of_a_success():
     assert len(judge_cases([trajectory])) == 2  # without every_prefix: as recorded and cut before the last action
 
 
-@pytest.mark.parametrize(("examples", "prompt_style"), [("judge", "compact"), ("both", "paper")])
+@pytest.mark.parametrize(("examples", "prompt_style"), [("judge", "compact"), ("judge", "grounded"), ("both", "paper")])
 def test_judge_examples_are_the_judges_prompt_and_the_real_verdict(tokenizer, examples, prompt_style):
     trajectories = [login_trajectory("a")]
     config = WorldModelSFTConfig(
@@ -253,7 +253,7 @@ def test_time_budget_stops_with_a_saved_adapter(tmp_path):
 
 def test_train_a_judge_adapter(tmp_path):
     from dynaweb_env.llm import make_backend
-    from dynaweb_env.models import WORLD_MODEL_INFO_FILE, model_prompt_style
+    from dynaweb_env.models import WORLD_MODEL_INFO_FILE
     from dynaweb_env.world_model import TrajectoryJudge
 
     data = tmp_path / "trajectories.jsonl"
@@ -339,5 +339,18 @@ def test_a_trained_adapter_continues_on_new_data(tmp_path):
     again = ["--model_name_or_path", str(first), "--output_dir", str(tmp_path / "x"), *common]
     with pytest.raises(ValueError, match="trained on 'compact' prompts"):
         main([*again, "--prompt_style", "paper"])  # one adapter, one prompt style
+    # ... except compact on to grounded, which only adds lines to the judge's prompt; the new adapter records it.
+    main(
+        [
+            "--model_name_or_path",
+            str(first),
+            "--output_dir",
+            str(tmp_path / "grounded"),
+            *common,
+            "--prompt_style",
+            "grounded",
+        ]
+    )
+    assert model_prompt_style(str(tmp_path / "grounded")) == "grounded"
     with pytest.raises(ValueError, match="LoRA adapter"):
         main([*again, "--use_peft", "false"])

@@ -15,7 +15,9 @@ agree: self-consistency, so that a reward the judge is unsure of is withheld rat
 Prompt styles (:data:`~dynaweb_env.world_model.prompts.PROMPT_STYLES`): ``"paper"`` is
 :data:`JUDGE_SYSTEM_PROMPT`, written in the paper's prompt structure for prompted models;
 ``"compact"`` is :data:`COMPACT_JUDGE_SYSTEM_PROMPT` with the bare verdict line as the trained target,
-for judges trained with ``dynaweb-train-wm --examples judge --prompt_style compact``.
+for judges trained with ``dynaweb-train-wm --examples judge --prompt_style compact``; ``"grounded"`` is
+compact plus notes that state which of the objective's names the trajectory acted on and the final page shows
+(:mod:`~dynaweb_env.world_model.grounding`), since a small judge does not match names by itself.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from ..actions import parse_action
 from ..data.schema import Trajectory
 from ..llm.base import Conversation, GenerationBackend, GenerationError, SamplingParams
 from ..observation import action_target, truncate_axtree
-from .prompts import check_prompt_style
+from .grounding import format_objective_elements, step_grounding
+from .prompts import check_prompt_style, is_compact_style
 
 #: Default token budget of one verdict (reasoning plus the verdict line).
 DEFAULT_JUDGE_MAX_NEW_TOKENS = 256
@@ -137,7 +140,9 @@ class JudgeVerdict:
     abstained: bool = False
 
 
-def format_judge_input(request: JudgeRequest, max_axtree_chars: int = 0, reasons: bool = True) -> str:
+def format_judge_input(
+    request: JudgeRequest, max_axtree_chars: int = 0, reasons: bool = True, grounded: bool = False
+) -> str:
     """The user message for one trajectory.
 
     Args:
@@ -147,41 +152,57 @@ def format_judge_input(request: JudgeRequest, max_axtree_chars: int = 0, reasons
             read it: the policy writes it, and a recording's reasons tell its outcome apart (the scripted
             expert's "Every field holds its text; I click 'Submit'" against exploration's "Exploring: ..."),
             so a judge that reads them learns to grade the wording, which a policy can copy, not the page.
+        grounded: Add the objective-grounding notes (:mod:`~dynaweb_env.world_model.grounding`): after each
+            action, whether the element's name and the typed text are named in the objective; after the final
+            tree, the final page's elements the objective names (from the whole tree, not the truncated one).
     """
     if request.steps:
-        history = "\n".join(
-            f"{index}. {step.action}"
-            + (f"\n   ELEMENT: {step.target}" if step.target else "")
-            + (f"\n   REASON: {step.reasoning.strip()}" if reasons and step.reasoning.strip() else "")
-            for index, step in enumerate(request.steps, start=1)
-        )
+        lines = []
+        for index, step in enumerate(request.steps, start=1):
+            lines.append(f"{index}. {step.action}")
+            if step.target:
+                lines.append(f"   ELEMENT: {step.target}")
+            if grounded and (note := step_grounding(step.action, step.target, request.goal)):
+                lines.append(f"   {note}")
+            if reasons and step.reasoning.strip():
+                lines.append(f"   REASON: {step.reasoning.strip()}")
+        history = "\n".join(lines)
     else:
         history = "None"
     answer = "None" if request.answer is None else (request.answer or "(empty)")
+    grounding = (
+        f"OBJECTIVE'S ELEMENTS ON THE FINAL PAGE:\n{format_objective_elements(request.final_axtree, request.goal)}\n"
+        if grounded
+        else ""
+    )
     return (
         f"OBJECTIVE: {request.goal}\n"
         f"ACTION HISTORY:\n{history}\n"
         f"FINAL URL: {request.final_url}\n"
         f"FINAL ACCESSIBILITY TREE:\n{truncate_axtree(request.final_axtree, max_axtree_chars)}\n"
+        f"{grounding}"
         f"AGENT ANSWER: {answer}"
     )
 
 
 def judge_system_prompt(prompt_style: str = "paper") -> str:
-    """The judge's system message in this style: :data:`JUDGE_SYSTEM_PROMPT` or :data:`COMPACT_JUDGE_SYSTEM_PROMPT`."""
-    return COMPACT_JUDGE_SYSTEM_PROMPT if check_prompt_style(prompt_style) == "compact" else JUDGE_SYSTEM_PROMPT
+    """The judge's system message in this style: :data:`JUDGE_SYSTEM_PROMPT` (``"paper"``) or
+    :data:`COMPACT_JUDGE_SYSTEM_PROMPT` (``"compact"`` and ``"grounded"``)."""
+    return COMPACT_JUDGE_SYSTEM_PROMPT if is_compact_style(prompt_style) else JUDGE_SYSTEM_PROMPT
 
 
 def build_judge_messages(request: JudgeRequest, max_axtree_chars: int = 0, prompt_style: str = "paper") -> Conversation:
     """The chat conversation asking for a verdict on one trajectory.
 
-    The compact style (trained judges) leaves out the agent's reasoning (see :func:`format_judge_input`); the
-    paper style shows it, as the paper's judge reads it.
+    The compact and grounded styles (trained judges) leave out the agent's reasoning (see
+    :func:`format_judge_input`); the paper style shows it, as the paper's judge reads it. The grounded style adds
+    the objective-grounding notes.
     """
-    reasons = check_prompt_style(prompt_style) != "compact"
+    compact = is_compact_style(prompt_style)
+    grounded = prompt_style == "grounded"
     return [
         {"role": "system", "content": judge_system_prompt(prompt_style)},
-        {"role": "user", "content": format_judge_input(request, max_axtree_chars, reasons)},
+        {"role": "user", "content": format_judge_input(request, max_axtree_chars, not compact, grounded)},
     ]
 
 
@@ -202,7 +223,7 @@ COMPACT_JUDGE_TARGETS = {True: "VERDICT: SUCCESS", False: "VERDICT: FAILURE"}
 
 def format_judge_target(success: bool, prompt_style: str = "paper") -> str:
     """The output a trained judge learns for a trajectory with this outcome (it parses back to the same verdict)."""
-    targets = COMPACT_JUDGE_TARGETS if check_prompt_style(prompt_style) == "compact" else JUDGE_TARGETS
+    targets = COMPACT_JUDGE_TARGETS if is_compact_style(prompt_style) else JUDGE_TARGETS
     return targets[bool(success)]
 
 
@@ -273,8 +294,9 @@ class TrajectoryJudge:
         sampling: Sampling parameters (default: greedy, :data:`DEFAULT_JUDGE_MAX_NEW_TOKENS` tokens):
             a judge should not flip its verdict from one call to the next.
         max_axtree_chars: Character budget of the final tree in the prompt (``0``: no limit).
-        prompt_style: ``"paper"`` (default, for prompted models) or ``"compact"`` (for a judge trained on
-            compact prompts; :func:`~dynaweb_env.models.model_prompt_style` says which a trained judge needs).
+        prompt_style: ``"paper"`` (default, for prompted models), ``"compact"`` or ``"grounded"`` (for a judge
+            trained on those prompts; :func:`~dynaweb_env.models.model_prompt_style` says which a trained judge
+            needs).
         votes: Verdicts sampled per trajectory (self-consistency). ``1`` (default): one verdict with
             ``sampling``. ``K > 1``: ``K`` verdicts at ``vote_temperature`` in the same backend call; the
             judge abstains (:attr:`JudgeVerdict.abstained`, reward 0) unless all ``K`` agree.

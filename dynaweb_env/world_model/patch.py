@@ -60,7 +60,7 @@ from .output_format import (
     strip_fences,
 )
 from .parsing import WorldModelPrediction, parse_world_model_output
-from .prompts import COMPACT_WORLD_MODEL_INTRO, WORLD_MODEL_SYSTEM_PROMPT, check_prompt_style
+from .prompts import COMPACT_WORLD_MODEL_INTRO, WORLD_MODEL_SYSTEM_PROMPT, is_compact_style
 
 
 def _normalise(line: str) -> str:
@@ -352,7 +352,7 @@ def patch_system_prompt(prompt_style: str = "paper") -> str:
     ``"paper"``: the paper's system prompt with its output-format section replaced by
     :data:`PATCH_FORMAT_INSTRUCTIONS`; ``"compact"``: :data:`COMPACT_PATCH_SYSTEM_PROMPT`.
     """
-    if check_prompt_style(prompt_style) == "compact":
+    if is_compact_style(prompt_style):
         return COMPACT_PATCH_SYSTEM_PROMPT
     start = WORLD_MODEL_SYSTEM_PROMPT.index(_FORMAT_START)
     return WORLD_MODEL_SYSTEM_PROMPT[:start] + PATCH_FORMAT_INSTRUCTIONS

@@ -1,12 +1,14 @@
 """The web world model's prompt and output format: the one place that defines both.
 
-Two prompt styles (:data:`PROMPT_STYLES`) share the user message and the output format:
+The prompt styles (:data:`PROMPT_STYLES`) share the user message and the output format:
 
 - ``"paper"``: the paper's long system prompt (below). For prompted models, e.g. a large model behind
-  ``openai:``, which learn the task from the prompt alone; the shipped adapters were trained on it.
+  ``openai:``, which learn the task from the prompt alone; the shipped tree world model was trained on it.
 - ``"compact"``: :data:`COMPACT_WORLD_MODEL_SYSTEM_PROMPT`, a few lines naming the output format. For
   models *trained* on the format (``dynaweb-train-wm --prompt_style compact``): the paper's ~850
   prompt tokens teach a fine-tuned model nothing and dominate its training and inference cost.
+- ``"grounded"``: compact for the world model; for the judge, compact plus the objective-grounding notes of
+  :mod:`~dynaweb_env.world_model.grounding`.
 
 A trained model records the style it was trained with
 (:func:`~dynaweb_env.models.model_prompt_style`), so it is always prompted the way it learned.
@@ -169,8 +171,10 @@ own line after `next_acc_tree`."""
 NO_PREVIOUS_ACTION = "None"
 
 
-#: The prompt styles: ``"paper"`` (the paper's system prompt) and ``"compact"`` (for trained models).
-PROMPT_STYLES = ("paper", "compact")
+#: The prompt styles: ``"paper"`` (the paper's system prompt), ``"compact"`` (for trained models) and
+#: ``"grounded"``: compact, and the judge's prompt also states which of the objective's names the trajectory acted on
+#: and the final page shows (:mod:`~dynaweb_env.world_model.grounding`). World-model prompts read it as compact.
+PROMPT_STYLES = ("paper", "compact", "grounded")
 
 #: The compact style's opening, shared by the tree and patch modes' compact prompts.
 COMPACT_WORLD_MODEL_INTRO = (
@@ -196,13 +200,24 @@ def check_prompt_style(prompt_style: str) -> str:
     return prompt_style
 
 
+def is_compact_style(prompt_style: str) -> bool:
+    """Whether a style prompts with the compact system prompts (every style but ``"paper"``)."""
+    return check_prompt_style(prompt_style) != "paper"
+
+
+def continues_prompt_style(recorded: str, prompt_style: str) -> bool:
+    """Whether a model trained on ``recorded`` prompts may train on in ``prompt_style``: the same style, or
+    ``"compact"`` on to ``"grounded"``, which adds lines to the compact judge prompt and changes nothing else."""
+    return recorded == prompt_style or (recorded, prompt_style) == ("compact", "grounded")
+
+
 def world_model_system_prompt(prompt_style: str = "paper") -> str:
     """The full system message of tree mode.
 
     ``"paper"``: the paper's prompt followed by :data:`WORLD_MODEL_FORMAT_NOTES`; ``"compact"``:
     :data:`COMPACT_WORLD_MODEL_SYSTEM_PROMPT`.
     """
-    if check_prompt_style(prompt_style) == "compact":
+    if is_compact_style(prompt_style):
         return COMPACT_WORLD_MODEL_SYSTEM_PROMPT
     return f"{WORLD_MODEL_SYSTEM_PROMPT}\n\n{WORLD_MODEL_FORMAT_NOTES}"
 
@@ -289,6 +304,8 @@ __all__ = [
     "WORLD_MODEL_SYSTEM_PROMPT",
     "WORLD_MODEL_FORMAT_NOTES",
     "PROMPT_STYLES",
+    "continues_prompt_style",
+    "is_compact_style",
     "COMPACT_WORLD_MODEL_SYSTEM_PROMPT",
     "check_prompt_style",
     "world_model_system_prompt",

@@ -1,0 +1,133 @@
+"""Objective grounding for the judge: the notes of the ``"grounded"`` prompt style, on made-up and real pages."""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+
+from dynaweb_env.data.io import read_trajectories
+from dynaweb_env.world_model.grounding import (
+    MAX_OBJECTIVE_ELEMENTS,
+    named_in_objective,
+    objective_elements,
+    step_grounding,
+)
+from dynaweb_env.world_model.judge import (
+    COMPACT_JUDGE_SYSTEM_PROMPT,
+    JudgeRequest,
+    JudgeStep,
+    build_judge_messages,
+    format_judge_target,
+    judge_cases,
+)
+from dynaweb_env.world_model.prompts import continues_prompt_style, is_compact_style, world_model_system_prompt
+
+PAGE = """RootWebArea 'Click Checkboxes Task', focused
+\t[18] checkbox 'nBT', checked='true'
+\tStaticText 'nBT'
+\t[21] checkbox 'cp', checked='true'
+\t[24] checkbox 'z5I', checked='false'
+\t[27] textbox '' value='cheree'
+\t[30] button 'Submit'"""
+GOAL = 'Select nBT, z5I and click Submit. Type "cheree".'
+
+
+@pytest.mark.parametrize(
+    ("text", "objective", "named"),
+    [
+        ("Tab #2", "Click on Tab #2.", True),
+        ("Tab #1", "Click on Tab #12.", False),  # a whole phrase, not a prefix
+        ("cp", "Select cpu and click Submit.", False),
+        ("SUBMIT", "click  submit", True),  # case and spacing do not matter
+        ("Log  in", "Press log in.", True),
+        ("x", "Close the box with x.", False),  # one-letter names are never matched
+        ("", "anything", False),
+        ("'nBT'", "Select nBT.", True),  # quotes around the name do not count
+    ],
+)
+def test_a_name_is_named_when_the_objective_holds_it_as_a_whole_phrase(text, objective, named):
+    assert named_in_objective(text, objective) is named
+
+
+def test_each_action_is_noted_with_whether_the_objective_names_its_element_and_text():
+    assert step_grounding("click [18]", "[18] checkbox 'nBT', checked='false'", GOAL) == "NAMED IN OBJECTIVE: yes"
+    assert step_grounding("click [21]", "[21] checkbox 'cp', checked='false'", GOAL) == "NAMED IN OBJECTIVE: no"
+    assert step_grounding("type [27] [cheree] [0]", "[27] textbox ''", GOAL) == "TEXT IN OBJECTIVE: yes"
+    assert step_grounding("type [30] [chere] [0]", "[30] button 'Submit'", GOAL) == (
+        "NAMED IN OBJECTIVE: yes; TEXT IN OBJECTIVE: no"
+    )
+    assert step_grounding("scroll [down]", "", GOAL) == ""  # nothing to ground
+    assert step_grounding("click [9]", "", GOAL) == ""  # an element the page lacks
+    assert step_grounding("click [", "", GOAL) == ""  # malformed: no note, no error
+
+
+def test_the_final_pages_elements_the_objective_names_are_listed_with_their_state():
+    assert objective_elements(PAGE, GOAL) == [
+        "[18] checkbox 'nBT', checked='true'",  # the StaticText 'nBT' under it has no id: left out
+        "[24] checkbox 'z5I', checked='false'",
+        "[27] textbox '' value='cheree'",  # named by its value
+        "[30] button 'Submit'",
+    ]
+    many = "\n".join(f"[{i}] checkbox 'box{i}'" for i in range(30))
+    goal = "Select " + ", ".join(f"box{i}" for i in range(30))
+    assert len(objective_elements(many, goal)) == MAX_OBJECTIVE_ELEMENTS
+    assert objective_elements(PAGE, "Scroll down.") == []
+
+
+def test_the_grounded_prompt_is_the_compact_prompt_plus_the_grounding_lines():
+    request = JudgeRequest(
+        GOAL,
+        (
+            JudgeStep("click [18]", "I tick nBT.", "[18] checkbox 'nBT', checked='false'"),
+            JudgeStep("click [21]", "I tick cp.", "[21] checkbox 'cp', checked='false'"),
+            JudgeStep("click [30]", "", "[30] button 'Submit'"),
+        ),
+        "miniwob:///click-checkboxes.html",
+        PAGE,
+    )
+    compact = build_judge_messages(request, prompt_style="compact")
+    grounded = build_judge_messages(request, prompt_style="grounded")
+    assert grounded[0] == compact[0] == {"role": "system", "content": COMPACT_JUDGE_SYSTEM_PROMPT}
+    lines = grounded[1]["content"].splitlines()
+    section = lines.index("OBJECTIVE'S ELEMENTS ON THE FINAL PAGE:")
+    answer = lines.index("AGENT ANSWER: None")
+    notes = [line for line in lines[:section] if "IN OBJECTIVE:" in line]
+    assert notes == ["   NAMED IN OBJECTIVE: yes", "   NAMED IN OBJECTIVE: no", "   NAMED IN OBJECTIVE: yes"]
+    assert lines[section + 1 : answer] == objective_elements(PAGE, GOAL)
+    # Take the notes and the section away, and the compact prompt is left, in order.
+    kept = [line for line in lines[:section] if line not in notes] + lines[answer:]
+    assert "\n".join(kept) == compact[1]["content"]
+    assert "I tick" not in grounded[1]["content"]  # no agent reasoning, as in compact
+    assert format_judge_target(True, "grounded") == format_judge_target(True, "compact") == "VERDICT: SUCCESS"
+
+
+def test_grounded_is_compact_for_the_world_model_and_continues_a_compact_adapter():
+    assert is_compact_style("grounded") and is_compact_style("compact") and not is_compact_style("paper")
+    assert world_model_system_prompt("grounded") == world_model_system_prompt("compact")
+    assert continues_prompt_style("compact", "grounded")
+    assert not continues_prompt_style("grounded", "compact")  # a grounded judge would lose lines it reads
+    assert not continues_prompt_style("paper", "grounded")
+    with pytest.raises(ValueError, match="prompt_style must be one of"):
+        is_compact_style("terse")
+
+
+def test_on_real_pages_the_expert_clicks_only_what_the_objective_names_and_near_misses_do_not():
+    """On the shipped real trajectories: the scripted expert's clicks on click-button and click-tab are all
+    named in the objective; the near misses' failures on those tasks all click something it does not name."""
+    notes = collections.Counter()
+    tasks = ("miniwob.click-button", "miniwob.click-tab")
+    for path in (
+        "dynaweb_env/data/miniwob-large/train/expert.jsonl.xz",
+        "dynaweb_env/data/judge-dreamed/train/near-miss-final-pages.jsonl.xz",
+    ):
+        for trajectory in read_trajectories(path):
+            if trajectory.task_id not in tasks:
+                continue
+            request, reward, name = judge_cases([trajectory])[0]
+            named = [step_grounding(s.action, s.target, request.goal) for s in request.steps]
+            notes[(reward, any("NAMED IN OBJECTIVE: no" in note for note in named))] += 1
+    assert notes[(1.0, False)] >= 80  # successes: every click named
+    assert notes[(0.0, True)] >= 50  # failures: a click on an element the objective does not name
+    assert notes[(1.0, True)] == 0
+    assert notes[(0.0, False)] <= 1  # one click-button failure clicked the right name twice (not a near miss)
