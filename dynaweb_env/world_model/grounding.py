@@ -22,7 +22,6 @@ element only by description, or need an element it does not name, such as an unn
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 
 from ..actions import parse_action
 from ..axtree import parse_axtree, parse_axtree_line
@@ -96,8 +95,7 @@ def objective_elements(axtree: str, objective: str, limit: int = MAX_OBJECTIVE_E
 
 def format_objective_elements(axtree: str, objective: str) -> str:
     """The prompt section listing :func:`objective_elements` (``"None"`` when the page names none)."""
-    lines: Sequence[str] = objective_elements(axtree, objective)
-    return "\n".join(lines) if lines else "None"
+    return "\n".join(objective_elements(axtree, objective)) or "None"
 
 
 __all__ = [

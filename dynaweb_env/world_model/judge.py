@@ -202,7 +202,7 @@ def build_judge_messages(request: JudgeRequest, max_axtree_chars: int = 0, promp
     grounded = prompt_style == "grounded"
     return [
         {"role": "system", "content": judge_system_prompt(prompt_style)},
-        {"role": "user", "content": format_judge_input(request, max_axtree_chars, not compact, grounded)},
+        {"role": "user", "content": format_judge_input(request, max_axtree_chars, reasons=not compact, grounded=grounded)},
     ]
 
 
