@@ -198,12 +198,10 @@ def build_judge_messages(request: JudgeRequest, max_axtree_chars: int = 0, promp
     :func:`format_judge_input`); the paper style shows it, as the paper's judge reads it. The grounded style adds
     the objective-grounding notes.
     """
-    compact = is_compact_style(prompt_style)
-    grounded = prompt_style == "grounded"
-    return [
-        {"role": "system", "content": judge_system_prompt(prompt_style)},
-        {"role": "user", "content": format_judge_input(request, max_axtree_chars, reasons=not compact, grounded=grounded)},
-    ]
+    user = format_judge_input(
+        request, max_axtree_chars, reasons=not is_compact_style(prompt_style), grounded=prompt_style == "grounded"
+    )
+    return [{"role": "system", "content": judge_system_prompt(prompt_style)}, {"role": "user", "content": user}]
 
 
 # What a trained judge writes (``dynaweb-train-wm --examples judge``): one fixed sentence per outcome, so the
