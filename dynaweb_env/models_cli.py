@@ -22,7 +22,7 @@ from .models import __doc__ as MODELS_DOC
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command-line entry point: ``prepare [names...]`` or ``list``."""
+    """Command-line entry point: ``prepare [names...]``, ``engine [refs...]``, ``list`` or ``ship SRC NAME``."""
     parser = argparse.ArgumentParser(prog="python -m dynaweb_env.models", description=MODELS_DOC.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     prepare = sub.add_parser("prepare", help="build named models into the cache (default: all)")
