@@ -26,6 +26,7 @@ from .nodes import (
     parse_axtree,
     parse_axtree_line,
     quote_text,
+    replace_line_fields,
     strip_bid,
     truncate_axtree,
 )
@@ -49,6 +50,7 @@ __all__ = [
     "parse_axtree",
     "parse_axtree_line",
     "quote_text",
+    "replace_line_fields",
     "strip_bid",
     "structural_diff",
     "truncate_axtree",

@@ -184,6 +184,25 @@ def strip_bid(line: str) -> str:
     return line[match.start("role") :].lstrip()
 
 
+def replace_line_fields(line: str, name: str | None = None, remove_value: bool = False) -> str:
+    """One tree line with its name replaced (``name``) or its ``value=`` field removed, the rest as written.
+
+    ``"\t[18] checkbox 'dhjq', checked='true'"`` with ``name="cp"`` -> ``"\t[18] checkbox 'cp', checked='true'"``.
+    A line that is not a node comes back unchanged.
+    """
+    match = NODE_LINE.match(line.rstrip())
+    if match is None:
+        return line
+    head, rest = line[: match.start("rest")], match.group("rest")
+    name_match = _NAME.match(rest)
+    written_name, rest = (name_match.group(0), rest[name_match.end() :]) if name_match else ("", rest)
+    if name is not None:
+        written_name = " " + repr(name)  # BrowserGym writes names with Python's repr quoting
+    if remove_value and (value_match := _VALUE.match(rest)):
+        rest = rest[value_match.end() :]
+    return head + written_name + rest
+
+
 def is_node_line(line: str) -> bool:
     """Whether a line is an accessibility-tree node an agent can recognise: one with an id, or the root."""
     node = parse_axtree_line(line)

@@ -22,6 +22,8 @@ END_REASONS: dict[str, str] = {
     "terminal_state": "the world model marked the page as the end of the episode",
     "dream_length": "the dream reached dream_length steps (a truncation)",
     "uncertain": "the world model's samples of the step disagreed (a truncation; reward_guards uncertainty='cut')",
+    "inconsistent": "the predicted page renamed a control or filled an untyped field (a truncation; "
+    "reward_guards consistency='cut')",
     "backend_error": "a world-model or judge backend failed (a truncation; see info['backend_error'])",
     "finish": "its caller ended the dream with finish() (a host's turn cap), and it was judged then",
     # Named by a rollout, for an env that ended the episode without naming why (RealWeb-v0).

@@ -21,6 +21,7 @@ from ..observation import (
     truncate_axtree,
 )
 from ..spaces import MAX_TEXT_LENGTH, web_action_space, web_observation_space
+from ..world_model.consistency import page_inconsistencies, repair_page
 from ..world_model.judge import DEFAULT_JUDGE_MAX_NEW_TOKENS, JudgeRequest, JudgeStep, TrajectoryJudge
 from ..world_model.model import DEFAULT_MAX_AXTREE_CHARS, DEFAULT_MAX_NEW_TOKENS, WebWorldModel
 from . import END_REASONS
@@ -123,21 +124,17 @@ class DreamDynamics:
         except GenerationError as error:
             predictions, disagreeing, failed = [], [], dict.fromkeys(asks, f"world model: {error}")
         predicted = zip([] if failed else asks, predictions, disagreeing, strict=True)
-        uncertain_cut = self._apply_predictions(staged, predicted, terminated, infos)
+        cut = self._apply_predictions(staged, predicted, terminated, infos)
         for index in failed:  # the step did not happen: the page, the count and the history stay as they were
             staged[index] = dataclasses.replace(episodes[index], steps=list(episodes[index].steps))
             infos[index]["dream_step"] = staged[index].num_steps
 
         truncated = [
-            index in failed
-            or index in uncertain_cut
-            or (not terminated[index] and episode.num_steps >= self.dream_length)
+            index in failed or index in cut or (not terminated[index] and episode.num_steps >= self.dream_length)
             for index, episode in enumerate(staged)
         ]
         gated = {i for i in asks if terminated[i] and self.guards.gate_termination and i not in failed}
-        rewards, verdicts = self._finish(
-            staged, terminated, truncated, infos, seed, failed, uncertain_cut=uncertain_cut
-        )
+        rewards, verdicts = self._finish(staged, terminated, truncated, infos, seed, failed, cut=cut)
         gated_verdicts = {i: verdicts[i] for i in gated if i in verdicts}
         gate_termination(staged, gated_verdicts, terminated, truncated, infos, self.dream_length)
         for episode, new in zip(episodes, staged, strict=True):
@@ -164,13 +161,14 @@ class DreamDynamics:
         predicted: Iterable[tuple[int, Any, bool]],
         terminated: list[bool],
         infos: list[dict[str, Any]],
-    ) -> set[int]:
+    ) -> dict[int, str]:
         """Move each ``(index, prediction, samples disagreed)`` episode to its predicted page, in place.
 
         Returns:
-            The episodes to cut for world-model disagreement (``reward_guards.uncertainty="cut"``).
+            The episodes a guard cuts, with their ``end_reason``: ``"uncertain"`` (samples disagreed,
+            ``uncertainty="cut"``) or ``"inconsistent"`` (``consistency="cut"``).
         """
-        uncertain_cut = set()
+        cut: dict[int, str] = {}
         for index, prediction, disagree in predicted:
             episode = episodes[index]
             refusal = NavigationPolicy.for_start_url(episode.start.url).refusal(prediction.url, episode.url)
@@ -180,19 +178,27 @@ class DreamDynamics:
                 infos[index]["world_model_error"] = f"predicted URL refused: {refusal}"
                 continue
             # A browser's address bar shows the absolute URL, also when a world model predicted a relative one.
-            episode.url = absolute_url(prediction.url, episode.url)
-            episode.axtree = truncate_axtree(prediction.axtree, MAX_TEXT_LENGTH)
+            url = absolute_url(prediction.url, episode.url)
+            axtree = prediction.axtree
+            if self.guards.consistency != "off" and url == episode.url:
+                found = page_inconsistencies(episode.axtree, episode.last_action, axtree)
+                if found:
+                    infos[index]["world_model_inconsistencies"] = [item.describe() for item in found]
+                    if self.guards.consistency == "cut":
+                        cut[index] = "inconsistent"
+                    axtree = repair_page(axtree, found)  # a cut dream's last page is shown repaired too
+            episode.url, episode.axtree = url, truncate_axtree(axtree, MAX_TEXT_LENGTH)
             episode.previous_action = episode.last_action
             infos[index]["changes"] = prediction.changes
             infos[index]["world_model_error"] = prediction.error or ""
-            terminated[index] = prediction.terminal
+            terminated[index] = prediction.terminal and index not in cut
             if disagree:
                 episode.uncertain_steps += 1
                 infos[index]["world_model_disagreement"] = True
                 if self.guards.uncertainty == "cut":
                     terminated[index] = False
-                    uncertain_cut.add(index)
-        return uncertain_cut
+                    cut.setdefault(index, "uncertain")
+        return cut
 
     def _defer_judging(
         self, episodes: Sequence[DreamEpisode], to_judge: list[int], infos: list[dict[str, Any]]
@@ -213,16 +219,17 @@ class DreamDynamics:
         seed: int | None,
         failed: dict[int, str],
         end_reason: str | None = None,
-        uncertain_cut: set[int] = frozenset(),
+        cut: dict[int, str] | None = None,
     ) -> tuple[list[float], dict[int, float]]:
         """End the finished episodes and judge them; a judge failure truncates them with reward 0.
 
         ``failed`` holds the episodes a backend already failed (no judge call); judge failures are added.
-        ``uncertain_cut`` holds the episodes cut for world-model disagreement: ended with reward 0, unjudged.
+        ``cut`` maps the episodes a guard cut to their ``end_reason``: ended with reward 0, unjudged.
 
         Returns:
             The rewards, and the judge's verdict (its reward before any guard) of each judged episode.
         """
+        cut = cut or {}
         rewards = [0.0] * len(episodes)
         to_judge: list[int] = []
         for index, episode in enumerate(episodes):
@@ -232,9 +239,9 @@ class DreamDynamics:
             episode.done = True
             ended_by = "stop" if episode.answer is not None else "terminal_state"
             infos[index]["end_reason"] = end_reason or (ended_by if terminated[index] else "dream_length")
-            if index in uncertain_cut:
-                infos[index].update(end_reason="uncertain", judge_reasoning="", judge_error="")
-            if index in failed or index in uncertain_cut:
+            if index in cut:
+                infos[index].update(end_reason=cut[index], judge_reasoning="", judge_error="")
+            if index in failed or index in cut:
                 continue
             if episode.steps:
                 to_judge.append(index)
@@ -336,7 +343,8 @@ class DreamWebEnv(gym.Env[dict[str, str], str]):
     - Termination: the policy issues ``stop [answer]``, or the world model marks the next page as
       terminal (``[Episode ended]``).
     - Reward guards may gate the world model's terminal mark, or cut a dream whose world-model samples
-      disagree (truncation, ``end_reason="uncertain"``).
+      disagree (truncation, ``end_reason="uncertain"``) or whose predicted page breaks page consistency
+      (``end_reason="inconsistent"``).
     - Truncation: ``dream_length`` steps (malformed ones included). Truncated dreams are judged too,
       so a dream that finishes a task without ``stop`` can still score.
     - Truncation: a world-model or judge backend failed (server down, HTTP error, malformed answer,

@@ -18,6 +18,11 @@ which to turn on is to be chosen by measurement (``benchmarks/dream_rewards.py -
 - **Gated early termination** (``gate_termination=True``): the world model's terminal flag ends the
   dream only if the judge, asked at that step, says SUCCESS; otherwise the dream goes on from the
   predicted page (``info["termination_gated"] = True``). A ``stop`` always ends the dream.
+- **Page consistency** (``consistency="repair"`` or ``"cut"``, :mod:`~dynaweb_env.world_model.consistency`):
+  a predicted page on the same URL that renames a control or fills a field no action typed into is a
+  world-model error (no real transition of the shipped data does either). ``"repair"`` undoes those changes
+  and the dream goes on; ``"cut"`` ends the dream there (truncated, reward 0, ``end_reason="inconsistent"``).
+  Either way ``info["world_model_inconsistencies"]`` lists them.
 - **Group-relative judging, after ART's RULER** (``group_judging="votes"`` or ``"listwise"``,
   :mod:`~dynaweb_env.world_model.group_judge`): a finished dream is not judged alone. It ends with
   reward 0, ``info["judge_pending"] = True`` and its trajectory in ``info["judge_request"]``; the host
@@ -44,6 +49,8 @@ if TYPE_CHECKING:
 
 #: What a dream with a disagreeing world-model step gets (see the module docstring).
 UNCERTAINTY_MODES = ("cut", "no_reward", "discount")
+#: What a predicted page that breaks page consistency gets (see the module docstring).
+CONSISTENCY_MODES = ("off", "repair", "cut")
 #: What the world-model samples are compared on.
 DISAGREEMENT_SIGNALS = ("terminal", "page")
 
@@ -60,6 +67,8 @@ class RewardGuards:
         uncertainty: What a disagreeing step does to its dream: ``"cut"``, ``"no_reward"`` or ``"discount"``.
         uncertainty_discount: The factor per disagreeing step of ``uncertainty="discount"``, in ``[0, 1]``.
         gate_termination: End a dream on the world model's terminal flag only if the judge agrees.
+        consistency: ``"off"``, ``"repair"`` or ``"cut"``: what a predicted page that renames a control or fills
+            an untyped field gets.
         group_judging: ``"off"``, ``"votes"`` (needs ``judge_votes > 1``) or ``"listwise"``: judge the dreams of a
             group together (the host calls ``judge_groups``); not with ``gate_termination``, which needs a
             verdict of one dream at the step it ends.
@@ -72,6 +81,7 @@ class RewardGuards:
     uncertainty: str = "cut"
     uncertainty_discount: float = 0.5
     gate_termination: bool = False
+    consistency: str = "off"
     group_judging: str = "off"
 
     def __post_init__(self) -> None:
@@ -91,6 +101,8 @@ class RewardGuards:
             raise ValueError(f"reward_guards.uncertainty_discount must be in [0, 1], got {self.uncertainty_discount!r}")
         if not isinstance(self.gate_termination, bool):
             raise ValueError(f"reward_guards.gate_termination must be a bool, got {self.gate_termination!r}")
+        if self.consistency not in CONSISTENCY_MODES:
+            raise ValueError(f"reward_guards.consistency must be one of {CONSISTENCY_MODES}, got {self.consistency!r}")
         self._check_group_judging()
 
     def _check_group_judging(self) -> None:
@@ -134,6 +146,8 @@ class RewardGuards:
             on.append("world_model_samples")
         if self.gate_termination:
             on.append("gate_termination")
+        if self.consistency != "off":
+            on.append("consistency")
         if self.group_judging != "off":
             on.append("group_judging")
         return on

@@ -1,0 +1,187 @@
+"""Page consistency, measured: how often real pages and dreamed pages break it, and what the guard does to
+dream rewards (:mod:`dynaweb_env.world_model.consistency`, ``reward_guards={"consistency": ...}``).
+
+Usage::
+
+    python benchmarks/dream_consistency.py --dreams runs/s16/dream_rewards_grounded.json \\
+        benchmarks/results/dream_rewards_dagger.json --judge ct2:runs/judge-grounded/judge
+
+1. **Real transitions.** Every same-URL transition of the real trajectories (default: all the package ships,
+   24 MiniWoB++ tasks; add files with ``--real``), checked with :func:`page_inconsistencies`. The rules are
+   meant to hold on every one: the count of breaks is the guard's false-alarm rate on real dynamics.
+2. **Replayed dreams.** Each ``--dreams`` file is a ``benchmarks/dream_rewards.py`` report: training dreams
+   replayed on their real pages. Each dream's recorded steps are checked, and its reward is compared with
+   the real outcome three ways:
+
+   - ``as_dreamed``: the recorded reward;
+   - ``cut``: 0 for a dream with an inconsistent step (``consistency="cut"``), else as recorded;
+   - ``repair`` (with ``--judge``): a dream with an inconsistent step is re-judged on its repaired pages,
+     each page repaired against the repaired page before it (``consistency="repair"``).
+
+   Both are *offline*: the policy's later actions and the world model's later pages are the recorded ones,
+   whereas in a run with the guard on they would follow from the repaired page. A fresh run with the guard,
+   replayed with ``benchmarks/dream_rewards.py``, is the measurement that counts.
+
+Writes ``benchmarks/results/dream_consistency.json`` (``--output``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import datetime
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from dynaweb_env.data.io import iter_trajectories, read_trajectories
+from dynaweb_env.data.schema import Trajectory
+from dynaweb_env.data.shipped import LARGE_DATA_DIR, WORLD_MODEL_TRAJECTORIES
+from dynaweb_env.llm.base import SamplingParams
+from dynaweb_env.models import model_prompt_style
+from dynaweb_env.observation import action_target
+from dynaweb_env.world_model.consistency import page_inconsistencies, repair_page
+from dynaweb_env.world_model.judge import DEFAULT_JUDGE_MAX_NEW_TOKENS, JudgeRequest, JudgeStep, TrajectoryJudge
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/ is not a package
+
+from dream_rewards_guards import compare  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results" / "dream_consistency.json"
+
+
+def real_breaks(paths: list[Path]) -> dict[str, Any]:
+    """Same-URL transitions of the real trajectories in ``paths``, and those that break consistency."""
+    checked, by_task, breaks = 0, collections.Counter(), []
+    for trajectory in read_trajectories(paths):
+        for step, following in zip(trajectory.steps, trajectory.steps[1:], strict=False):
+            if not step.action or step.url != following.url:
+                continue
+            checked += 1
+            by_task[trajectory.task_id] += 1
+            for item in page_inconsistencies(step.axtree, step.action, following.axtree):
+                breaks.append({"trajectory": trajectory.id, "action": step.action, "inconsistency": item.describe()})
+    return {
+        "files": [str(path) for path in paths],
+        "transitions": checked,
+        "tasks": len(by_task),
+        "breaks": len(breaks),
+        "examples": breaks[:20],
+    }
+
+
+def repaired_steps(dream: Trajectory) -> tuple[list[str], list[str]]:
+    """The dream's pages, each repaired against the repaired page before it, and every inconsistency found."""
+    pages, found_all = [dream.steps[0].axtree], []
+    for step, following in zip(dream.steps, dream.steps[1:], strict=False):
+        page = following.axtree
+        if step.action and step.url == following.url:
+            found = page_inconsistencies(pages[-1], step.action, page)
+            page = repair_page(page, found) if found else page
+            found_all += [item.describe() for item in found]
+        pages.append(page)
+    return pages, found_all
+
+
+def judge_request(dream: Trajectory, pages: list[str]) -> JudgeRequest:
+    """What the judge reads of a dream (as ``DreamWebEnv.judge_request``), on the given pages."""
+    start = dream.metadata.get("options", {}).get("start_state", {})
+    history, targets = start.get("history", []), start.get("history_targets", [])
+    targets = targets if len(targets) == len(history) else [""] * len(history)
+    steps = [JudgeStep(action, target=target) for action, target in zip(history, targets, strict=True)]
+    steps += [
+        JudgeStep(step.action, step.reasoning, action_target(step.action, page))
+        for step, page in zip(dream.steps, pages, strict=False)
+        if step.action
+    ]
+    return JudgeRequest(dream.goal, tuple(steps), dream.steps[-1].url, pages[-1], None)
+
+
+def dream_rows(report: dict[str, Any]) -> list[tuple[dict[str, Any], Trajectory]]:
+    """Each replayed dream of a ``dream_rewards.py`` report, with its record from its run's ``episodes.jsonl``."""
+    records: dict[str, dict[str, Trajectory]] = {}
+    rows = []
+    for row in report["dreams"]:
+        if row["run"] not in records:
+            path = ROOT / row["run"] / "episodes.jsonl"
+            records[row["run"]] = {dream.id: dream for dream in iter_trajectories(path)}
+        rows.append((row, records[row["run"]][row["id"]]))
+    return rows
+
+
+def measure_dreams(path: Path, judge: Any) -> dict[str, Any]:
+    """The three rewards of each dream of one report, compared with the real outcome."""
+    rows, to_rejudge = [], []
+    for row, dream in dream_rows(json.loads(path.read_text())):
+        pages, found = repaired_steps(dream)
+        scored = {**row, "inconsistencies": found, "as_dreamed": row["dream_reward"]}
+        scored["cut"] = 0.0 if found else row["dream_reward"]
+        scored["repair"] = row["dream_reward"]
+        if found:
+            to_rejudge.append((scored, judge_request(dream, pages)))
+        rows.append(scored)
+    if judge is not None and to_rejudge:
+        verdicts = judge.judge([request for _, request in to_rejudge], seed=0)
+        for (scored, _), verdict in zip(to_rejudge, verdicts, strict=True):
+            scored["repair"] = verdict.reward
+    settings = ["as_dreamed", "cut"] + (["repair"] if judge is not None else [])
+    return {
+        "report": str(path),
+        "runs": sorted({row["run"] for row in rows}),
+        "inconsistent_dreams": sum(bool(row["inconsistencies"]) for row in rows),
+        "settings": {name: compare(rows, reward=name) for name in settings},
+        "dreams": [
+            {key: row[key] for key in ("run", "id", "task_id", "real_reward", "inconsistencies", *settings)}
+            for row in rows
+        ],  # fmt: skip
+    }
+
+
+def build_judge(spec: str) -> TrajectoryJudge:
+    """The judge a dream env builds from ``spec`` (greedy, prompted in its trained style)."""
+    from dynaweb_env.llm import make_backend
+
+    sampling = SamplingParams(temperature=0.0, max_new_tokens=DEFAULT_JUDGE_MAX_NEW_TOKENS)
+    return TrajectoryJudge(make_backend(spec), sampling=sampling, prompt_style=model_prompt_style(spec))
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dreams", nargs="+", default=[], help="dream_rewards.py reports to re-score")
+    parser.add_argument("--real", nargs="*", default=[], help="real trajectory files besides the shipped ones")
+    parser.add_argument("--judge", default=None, help="judge spec for the repair setting (the runs' judge)")
+    parser.add_argument("--output", default=str(RESULTS))
+    args = parser.parse_args(argv)
+
+    shipped = [*WORLD_MODEL_TRAJECTORIES, *sorted(LARGE_DATA_DIR.glob("*/*.jsonl.xz"))]
+    report: dict[str, Any] = {"command": "python benchmarks/dream_consistency.py " + shlex.join(argv or sys.argv[1:])}
+    report["real"] = real_breaks([*shipped, *map(Path, args.real)])
+    judge = build_judge(args.judge) if args.judge else None
+    report["judge"] = args.judge
+    report["dream_reports"] = [measure_dreams(Path(path), judge) for path in tqdm(args.dreams, desc="reports")]
+    report["written_at"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.output).write_text(json.dumps(report, indent=1) + "\n")
+
+    real = report["real"]
+    print(f"real transitions (same URL): {real['transitions']} over {real['tasks']} tasks, breaks: {real['breaks']}")
+    print(f"{'dreams':48} {'setting':>10} {'n':>4} {'agree':>6} {'precision':>9} {'recall':>6}")
+    for measured in report["dream_reports"]:
+        for name, summary in measured["settings"].items():
+            fmt = lambda value: "-" if value is None else f"{value:.2f}"  # noqa: E731
+            print(
+                f"{Path(measured['report']).name[:48]:48} {name:>10} {summary['compared']:>4} "
+                f"{fmt(summary['agreement']):>6} {fmt(summary['judge_success_precision']):>9} "
+                f"{fmt(summary['real_success_recall']):>6}"
+            )
+    print(f"wrote {args.output}")
+    return report
+
+
+if __name__ == "__main__":
+    main()

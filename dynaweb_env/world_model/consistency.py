@@ -1,0 +1,127 @@
+"""Page consistency: what a real page never does after an action, and how a dreamed page is held to it.
+
+Replayed on their real pages (``benchmarks/dream_rewards.py``), most dreams the judge wrongly called SUCCESS
+were not misjudged: the world model had drawn a page the action could not have produced, and the judge read
+it correctly. Two such drawings recur:
+
+- **A control renamed.** The policy clicks checkbox ``[18] '0ntVvBZ'``; the dreamed page shows
+  ``[18] checkbox 'dhjq', checked='true'``, the name the objective asked for.
+- **A field filled that nobody typed into.** The policy types the password into the first field only; the
+  dreamed page shows both fields filled.
+
+Neither happens on a real page without navigation. On the 4,861 same-URL transitions of the shipped real
+trajectories (24 MiniWoB++ tasks, experts and ε-exploration, ``benchmarks/dream_consistency.py``) neither
+happened once. So a dreamed step that does either is a world-model error, whatever the task, and
+``DreamWeb-v0``'s ``reward_guards={"consistency": ...}`` either **repairs** the page (the renamed control gets
+its name back, the untyped field its emptiness) or **cuts** the dream (ended, reward 0).
+
+Both rules hold within one page (the URL unchanged): a navigation may replace every element.
+Buttons and links are not held to their names: a real toggle renames itself ("Play" -> "Pause").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..actions import ActionParseError, parse_action
+from ..axtree import nodes_by_bid, parse_axtree, parse_axtree_line, replace_line_fields
+
+#: Roles whose accessible name is their label, which an action on the same page does not change.
+STABLE_NAME_ROLES = frozenset(
+    {"checkbox", "radio", "tab", "option", "textbox", "searchbox", "combobox", "spinbutton", "switch", "slider",
+     "listbox", "menuitemcheckbox", "menuitemradio", "treeitem"}
+)  # fmt: skip
+#: Roles that hold typed text in ``value=``.
+TEXT_FIELD_ROLES = frozenset({"textbox", "searchbox", "combobox", "spinbutton"})
+#: Actions that put text into their target element (``press`` types into whichever element has focus).
+TEXT_ACTIONS = frozenset({"type", "press"})
+
+
+@dataclass(frozen=True)
+class Inconsistency:
+    """One thing a dreamed page did that a real page does not.
+
+    Attributes:
+        kind: ``"renamed"`` (a control's name changed) or ``"untyped_value"`` (an empty field got text that no
+            action typed).
+        element_id: The element's bid.
+        before: Its name (``renamed``) or value (``untyped_value``, ``""``) on the page the action was taken on.
+        after: The same on the dreamed page.
+    """
+
+    kind: str
+    element_id: str
+    before: str
+    after: str
+
+    def describe(self) -> str:
+        what = "renamed" if self.kind == "renamed" else "filled without typing"
+        return f"[{self.element_id}] {what}: {self.before!r} -> {self.after!r}"
+
+
+def _typed_into(action: str) -> str | None:
+    """The element an action may put text into: its target for ``type``, any (``"*"``) for ``press``."""
+    try:
+        parsed = parse_action(action)
+    except ActionParseError:
+        return None
+    if parsed.name not in TEXT_ACTIONS:
+        return None
+    return parsed.element_id or "*"
+
+
+def page_inconsistencies(before: str, action: str, after: str) -> list[Inconsistency]:
+    """What the page ``after`` shows that ``action`` on the page ``before`` cannot have caused, on one URL.
+
+    Args:
+        before: The tree the action was taken on.
+        action: The action, as the policy wrote it (``click [18]``).
+        after: The predicted tree.
+
+    Returns:
+        The inconsistencies in page order, ``[]`` for a page a real browser could have shown.
+    """
+    previous = nodes_by_bid(parse_axtree(before))[0]
+    typed = _typed_into(action)
+    found = []
+    for node in parse_axtree(after):
+        old = previous.get(node.bid) if node.bid else None
+        if old is None or old.role != node.role:
+            continue
+        if node.role in STABLE_NAME_ROLES and node.name != old.name:
+            found.append(Inconsistency("renamed", node.bid, old.name, node.name))
+        may_have_typed = typed in ("*", node.bid)
+        if node.role in TEXT_FIELD_ROLES and not old.value and node.value and not may_have_typed:
+            found.append(Inconsistency("untyped_value", node.bid, old.value or "", node.value))
+    return found
+
+
+def repair_page(after: str, inconsistencies: list[Inconsistency]) -> str:
+    """``after`` with each inconsistency undone: a renamed control gets its old name back, and an untyped field
+    loses its value and the ``StaticText`` child that shows it."""
+    renamed = {item.element_id: item.before for item in inconsistencies if item.kind == "renamed"}
+    emptied = {item.element_id: item.after for item in inconsistencies if item.kind == "untyped_value"}
+    lines, shown_value, field_depth = [], None, -1
+    for line in after.splitlines():
+        node = parse_axtree_line(line)
+        if node is not None and shown_value is not None and node.depth > field_depth:
+            if node.role == "StaticText" and node.name == shown_value:
+                continue  # the removed value, as the field's child shows it
+        else:
+            shown_value = None
+        if node is not None and node.bid in renamed:
+            line = replace_line_fields(line, name=renamed[node.bid])
+        if node is not None and node.bid in emptied:
+            line = replace_line_fields(line, remove_value=True)
+            shown_value, field_depth = emptied[node.bid], node.depth
+        lines.append(line)
+    return "\n".join(lines)
+
+
+__all__ = [
+    "STABLE_NAME_ROLES",
+    "TEXT_FIELD_ROLES",
+    "Inconsistency",
+    "page_inconsistencies",
+    "repair_page",
+]

@@ -1,0 +1,137 @@
+"""Page consistency: the rules on plain trees, on every shipped real transition, and as a DreamWeb-v0 guard."""
+
+from __future__ import annotations
+
+import pytest
+from test_dream_env import start_file  # noqa: F401  (fixture)
+
+from dynaweb_env.axtree import replace_line_fields
+from dynaweb_env.data.io import read_trajectories
+from dynaweb_env.data.shipped import LARGE_DATA_DIR, WORLD_MODEL_TRAJECTORIES
+from dynaweb_env.envs.dream import DreamWebEnv
+from dynaweb_env.envs.dream_guards import RewardGuards
+from dynaweb_env.llm.base import Generation
+from dynaweb_env.world_model import format_world_model_target
+from dynaweb_env.world_model.consistency import Inconsistency, page_inconsistencies, repair_page
+
+PAGE = """RootWebArea 'Enter Password Task', focused
+\t[16] textbox '' value='••', focused
+\t\tStaticText '••'
+\t[18] checkbox '0ntVvBZ', checked='false'
+\t[19] textbox ''
+\t[20] button 'Submit'"""
+# The world model's page after `click [18]`: the clicked box took the objective's name, and [19] filled itself.
+DREAMED = """RootWebArea 'Enter Password Task', focused
+\t[16] textbox '' value='••'
+\t\tStaticText '••'
+\t[18] checkbox 'dhjq', checked='true', focused
+\t[19] textbox '' value='•••'
+\t\tStaticText '•••'
+\t\tStaticText 'Verify'
+\t[20] button 'Send'"""
+
+
+def test_a_renamed_control_and_an_untyped_field_are_found_and_repaired():
+    found = page_inconsistencies(PAGE, "click [18]", DREAMED)
+    assert found == [Inconsistency("renamed", "18", "0ntVvBZ", "dhjq"), Inconsistency("untyped_value", "19", "", "•••")]
+    assert found[0].describe() == "[18] renamed: '0ntVvBZ' -> 'dhjq'"
+    repaired = repair_page(DREAMED, found)
+    # The click's own effects (checked, focus), the untouched lines and the button's new label stay.
+    assert repaired.splitlines() == [
+        "RootWebArea 'Enter Password Task', focused",
+        "\t[16] textbox '' value='••'",
+        "\t\tStaticText '••'",
+        "\t[18] checkbox '0ntVvBZ', checked='true', focused",
+        "\t[19] textbox ''",
+        "\t\tStaticText 'Verify'",
+        "\t[20] button 'Send'",
+    ]
+    assert page_inconsistencies(PAGE, "click [18]", repaired) == []
+
+
+def test_typing_fills_its_own_field_and_a_key_press_may_fill_any():
+    typed = page_inconsistencies(PAGE, "type [19] [abc] [0]", DREAMED)
+    assert [item.kind for item in typed] == ["renamed"]
+    assert [item.kind for item in page_inconsistencies(PAGE, "press [a]", DREAMED)] == ["renamed"]
+    assert [item.kind for item in page_inconsistencies(PAGE, "type [16] [abc] [0]", DREAMED)] == [
+        "renamed",
+        "untyped_value",
+    ]
+    assert page_inconsistencies(PAGE, "not an action", PAGE) == []
+
+
+def test_replace_line_fields_keeps_the_rest_of_the_line():
+    line = "\t[5] textbox 'it\\'s' value='x, y', focused, required"
+    assert replace_line_fields(line, name="a'b") == "\t[5] textbox \"a'b\" value='x, y', focused, required"
+    assert replace_line_fields(line, remove_value=True) == "\t[5] textbox 'it\\'s', focused, required"
+    assert replace_line_fields("\t[6] textbox value='v'", name="n") == "\t[6] textbox 'n' value='v'"
+    assert replace_line_fields("", name="n") == ""
+
+
+def test_no_shipped_real_transition_breaks_page_consistency():
+    """The rules' premise, on every real same-URL transition the package ships (24 tasks, experts and
+    ε-exploration): a real page never renames a control or fills a field no action typed into."""
+    paths = [*WORLD_MODEL_TRAJECTORIES, *sorted(LARGE_DATA_DIR.glob("*/*.jsonl.xz"))]
+    checked, broken = 0, []
+    for trajectory in read_trajectories(paths):
+        for step, following in zip(trajectory.steps, trajectory.steps[1:], strict=False):
+            if step.action and step.url == following.url:
+                checked += 1
+                if found := page_inconsistencies(step.axtree, step.action, following.axtree):
+                    broken.append((trajectory.id, step.action, found))
+    assert checked > 3500 and broken == []
+
+
+class InconsistentWorldModel:
+    """World model that renames the form's textbox and fills it, whatever the action; judge: SUCCESS."""
+
+    model_name = "inconsistent"
+
+    def __init__(self):
+        self.calls: list[str] = []
+
+    def generate(self, conversations, params):
+        kind = "judge" if "VERDICT" in conversations[0][0]["content"] else "wm"
+        self.calls.append(kind)
+        if kind == "judge":
+            return [Generation("VERDICT: SUCCESS") for _ in conversations]
+        tree = "RootWebArea 'Enter Text', focused\n\t[5] textbox 'Kay' value='Kay'\n\t[7] button 'Submit', focused"
+        return [Generation(format_world_model_target("The form changed.", "", tree, False)) for _ in conversations]
+
+
+def form_dream(start_file, **guards) -> tuple[DreamWebEnv, InconsistentWorldModel]:  # noqa: F811
+    backend = InconsistentWorldModel()
+    env = DreamWebEnv(world_model=backend, start_states=start_file, dream_length=3, reward_guards=guards)
+    env.reset(seed=0, options={"task": "miniwob.enter-text", "task_seed": 3, "step_index": 0})
+    return env, backend
+
+
+def test_guard_off_shows_the_page_as_dreamed(start_file):  # noqa: F811
+    env, _ = form_dream(start_file)
+    observation, _, _, _, info = env.step("click [7]")
+    assert "[5] textbox 'Kay' value='Kay'" in observation["axtree"] and "world_model_inconsistencies" not in info
+
+
+def test_guard_repair_undoes_the_inconsistency_and_the_dream_goes_on(start_file):  # noqa: F811
+    env, _ = form_dream(start_file, consistency="repair")
+    observation, reward, terminated, truncated, info = env.step("click [7]")
+    assert "\t[5] textbox 'name'\n" in observation["axtree"] + "\n"
+    assert "[7] button 'Submit', focused" in observation["axtree"]
+    assert info["world_model_inconsistencies"] == [
+        "[5] renamed: 'name' -> 'Kay'",
+        "[5] filled without typing: '' -> 'Kay'",
+    ]
+    assert (reward, terminated, truncated) == (0.0, False, False)
+    observation, _, _, _, info = env.step("type [5] [Kay] [0]")  # typed now: only the renaming is undone
+    assert "[5] textbox 'name' value='Kay'" in observation["axtree"]
+    assert info["world_model_inconsistencies"] == ["[5] renamed: 'name' -> 'Kay'"]
+
+
+def test_guard_cut_ends_the_dream_unjudged(start_file):  # noqa: F811
+    env, backend = form_dream(start_file, consistency="cut")
+    _, reward, terminated, truncated, info = env.step("click [7]")
+    assert (reward, terminated, truncated, info["end_reason"]) == (0.0, False, True, "inconsistent")
+    assert backend.calls == ["wm"] and len(info["world_model_inconsistencies"]) == 2
+    assert RewardGuards.parse({"consistency": "cut"}).active == ["consistency"]
+    with pytest.raises(ValueError, match="consistency must be one of"):
+        RewardGuards.parse({"consistency": "fix"})
