@@ -129,7 +129,8 @@ def test_guard_repair_undoes_the_inconsistency_and_the_dream_goes_on(start_file)
 
 def test_guard_cut_ends_the_dream_unjudged(start_file):  # noqa: F811
     env, backend = form_dream(start_file, consistency="cut")
-    _, reward, terminated, truncated, info = env.step("click [7]")
+    observation, reward, terminated, truncated, info = env.step("click [7]")
+    assert "[5] textbox 'Kay' value='Kay'" in observation["axtree"]  # the page as dreamed, for the record
     assert (reward, terminated, truncated, info["end_reason"]) == (0.0, False, True, "inconsistent")
     assert backend.calls == ["wm"] and len(info["world_model_inconsistencies"]) == 2
     assert RewardGuards.parse({"consistency": "cut"}).active == ["consistency"]

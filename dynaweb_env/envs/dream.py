@@ -185,8 +185,9 @@ class DreamDynamics:
                 if found:
                     infos[index]["world_model_inconsistencies"] = [item.describe() for item in found]
                     if self.guards.consistency == "cut":
-                        cut[index] = "inconsistent"
-                    axtree = repair_page(axtree, found)  # a cut dream's last page is shown repaired too
+                        cut[index] = "inconsistent"  # its last page stays as dreamed: the record shows the error
+                    else:
+                        axtree = repair_page(axtree, found)
             episode.url, episode.axtree = url, truncate_axtree(axtree, MAX_TEXT_LENGTH)
             episode.previous_action = episode.last_action
             infos[index]["changes"] = prediction.changes
