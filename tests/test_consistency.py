@@ -11,6 +11,7 @@ from dynaweb_env.data.shipped import LARGE_DATA_DIR, WORLD_MODEL_TRAJECTORIES
 from dynaweb_env.envs.dream import DreamWebEnv
 from dynaweb_env.envs.dream_guards import RewardGuards
 from dynaweb_env.llm.base import Generation
+from dynaweb_env.observation import axtree_element_ids
 from dynaweb_env.world_model import format_world_model_target
 from dynaweb_env.world_model.consistency import Inconsistency, page_inconsistencies, repair_page
 
@@ -136,3 +137,31 @@ def test_guard_cut_ends_the_dream_unjudged(start_file):  # noqa: F811
     assert RewardGuards.parse({"consistency": "cut"}).active == ["consistency"]
     with pytest.raises(ValueError, match="consistency must be one of"):
         RewardGuards.parse({"consistency": "fix"})
+
+
+# --- real models: the shipped patch world model, sampled hot so that it errs ---------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["repair", "cut"])
+def test_real_world_model_pages_are_held_to_consistency(mode):
+    import gymnasium as gym
+
+    env = gym.make(
+        "DreamWeb-v0", world_model="smollm2-135m-wm-patch", judge="smollm2-135m-judge", max_new_tokens=384,
+        world_model_temperature=1.0, dream_length=2, reward_guards={"consistency": mode},
+    ).unwrapped  # fmt: skip
+    for seed, task in enumerate(("miniwob.click-checkboxes", "miniwob.login-user", "miniwob.click-option")):
+        observation, _ = env.reset(seed=seed, options={"task": task, "step_index": 0})
+        element = sorted(axtree_element_ids(observation["axtree"]))[1]
+        after, reward, terminated, truncated, info = env.step(f"click [{element}]")
+        listed = info.get("world_model_inconsistencies", [])
+        found = page_inconsistencies(observation["axtree"], f"click [{element}]", after["axtree"])
+        if after["url"] != observation["url"]:
+            continue  # a navigation may replace every element: the rules hold within one page
+        if mode == "repair":  # whatever the world model drew, the page the policy sees is consistent
+            assert found == [] and not truncated
+        else:  # a cut dream ends unjudged, with the page as drawn; any other page is consistent
+            assert [item.describe() for item in found] == listed
+            assert (info.get("end_reason") == "inconsistent") == bool(listed)
+            assert not listed or (reward == 0.0 and truncated and not terminated)
