@@ -3,7 +3,7 @@ dream rewards (:mod:`dynaweb_env.world_model.consistency`, ``reward_guards={"con
 
 Usage::
 
-    python benchmarks/dream_consistency.py --dreams runs/s16/dream_rewards_grounded.json \\
+    python benchmarks/dream_consistency.py --dreams benchmarks/results/dream_rewards_grounded.json \\
         benchmarks/results/dream_rewards_dagger.json --judge ct2:runs/judge-grounded/judge
 
 1. **Real transitions.** Every same-URL transition of the real trajectories (default: all the package ships,
@@ -36,20 +36,22 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 from tqdm.auto import tqdm
 
+import dynaweb_env  # noqa: F401  (registers the envs)
 from dynaweb_env.data.io import iter_trajectories, read_trajectories
 from dynaweb_env.data.schema import Trajectory
-from dynaweb_env.data.shipped import LARGE_DATA_DIR, WORLD_MODEL_TRAJECTORIES
-from dynaweb_env.llm.base import SamplingParams
-from dynaweb_env.models import model_prompt_style
+from dynaweb_env.data.shipped import real_trajectory_files
+from dynaweb_env.envs.dream import DreamDynamics
+from dynaweb_env.envs.dream_episode import DreamEpisode
 from dynaweb_env.observation import action_target
-from dynaweb_env.world_model.consistency import page_inconsistencies, repair_page
-from dynaweb_env.world_model.judge import DEFAULT_JUDGE_MAX_NEW_TOKENS, JudgeRequest, JudgeStep, TrajectoryJudge
+from dynaweb_env.world_model.consistency import page_inconsistencies, repair_page, same_page_transitions
+from dynaweb_env.world_model.judge import JudgeStep
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/ is not a package
 
-from dream_rewards_guards import compare  # noqa: E402
+from dream_rewards_guards import compare, start_state_of  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "dream_consistency.json"
@@ -59,9 +61,7 @@ def real_breaks(paths: list[Path]) -> dict[str, Any]:
     """Same-URL transitions of the real trajectories in ``paths``, and those that break consistency."""
     checked, by_task, breaks = 0, collections.Counter(), []
     for trajectory in read_trajectories(paths):
-        for step, following in zip(trajectory.steps, trajectory.steps[1:], strict=False):
-            if not step.action or step.url != following.url:
-                continue
+        for step, following in same_page_transitions(trajectory.steps):
             checked += 1
             by_task[trajectory.task_id] += 1
             for item in page_inconsistencies(step.axtree, step.action, following.axtree):
@@ -88,18 +88,16 @@ def repaired_steps(dream: Trajectory) -> tuple[list[str], list[str]]:
     return pages, found_all
 
 
-def judge_request(dream: Trajectory, pages: list[str]) -> JudgeRequest:
-    """What the judge reads of a dream (as ``DreamWebEnv.judge_request``), on the given pages."""
-    start = dream.metadata.get("options", {}).get("start_state", {})
-    history, targets = start.get("history", []), start.get("history_targets", [])
-    targets = targets if len(targets) == len(history) else [""] * len(history)
-    steps = [JudgeStep(action, target=target) for action, target in zip(history, targets, strict=True)]
-    steps += [
+def repaired_episode(dream: Trajectory, pages: list[str]) -> DreamEpisode:
+    """The dream as the env holds it at its end, on the given (repaired) pages: what ``judge_request`` reads."""
+    episode = DreamEpisode.begin(start_state_of(dream))
+    episode.steps = [
         JudgeStep(step.action, step.reasoning, action_target(step.action, page))
         for step, page in zip(dream.steps, pages, strict=False)
         if step.action
     ]
-    return JudgeRequest(dream.goal, tuple(steps), dream.steps[-1].url, pages[-1], None)
+    episode.url, episode.axtree = dream.steps[-1].url, pages[-1]
+    return episode
 
 
 def dream_rows(report: dict[str, Any]) -> list[tuple[dict[str, Any], Trajectory]]:
@@ -114,8 +112,9 @@ def dream_rows(report: dict[str, Any]) -> list[tuple[dict[str, Any], Trajectory]
     return rows
 
 
-def measure_dreams(path: Path, judge: Any) -> dict[str, Any]:
-    """The three rewards of each dream of one report, compared with the real outcome."""
+def measure_dreams(path: Path, dynamics: DreamDynamics | None) -> dict[str, Any]:
+    """The three rewards of each dream of one report, compared with the real outcome (``repair`` re-judged with
+    ``dynamics``' judge, one batched call)."""
     rows, to_rejudge = [], []
     for row, dream in dream_rows(json.loads(path.read_text())):
         pages, found = repaired_steps(dream)
@@ -123,13 +122,13 @@ def measure_dreams(path: Path, judge: Any) -> dict[str, Any]:
         scored["cut"] = 0.0 if found else row["dream_reward"]
         scored["repair"] = row["dream_reward"]
         if found:
-            to_rejudge.append((scored, judge_request(dream, pages)))
+            to_rejudge.append((scored, repaired_episode(dream, pages)))
         rows.append(scored)
-    if judge is not None and to_rejudge:
-        verdicts = judge.judge([request for _, request in to_rejudge], seed=0)
-        for (scored, _), verdict in zip(to_rejudge, verdicts, strict=True):
+    if dynamics is not None and to_rejudge:
+        requests = [dynamics.judge_request(episode) for _, episode in to_rejudge]
+        for (scored, _), verdict in zip(to_rejudge, dynamics.judge.judge(requests, seed=0), strict=True):
             scored["repair"] = verdict.reward
-    settings = ["as_dreamed", "cut"] + (["repair"] if judge is not None else [])
+    settings = ["as_dreamed", "cut"] + (["repair"] if dynamics is not None else [])
     return {
         "report": str(path),
         "runs": sorted({row["run"] for row in rows}),
@@ -142,14 +141,6 @@ def measure_dreams(path: Path, judge: Any) -> dict[str, Any]:
     }
 
 
-def build_judge(spec: str) -> TrajectoryJudge:
-    """The judge a dream env builds from ``spec`` (greedy, prompted in its trained style)."""
-    from dynaweb_env.llm import make_backend
-
-    sampling = SamplingParams(temperature=0.0, max_new_tokens=DEFAULT_JUDGE_MAX_NEW_TOKENS)
-    return TrajectoryJudge(make_backend(spec), sampling=sampling, prompt_style=model_prompt_style(spec))
-
-
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dreams", nargs="+", default=[], help="dream_rewards.py reports to re-score")
@@ -158,12 +149,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--output", default=str(RESULTS))
     args = parser.parse_args(argv)
 
-    shipped = [*WORLD_MODEL_TRAJECTORIES, *sorted(LARGE_DATA_DIR.glob("*/*.jsonl.xz"))]
     report: dict[str, Any] = {"command": "python benchmarks/dream_consistency.py " + shlex.join(argv or sys.argv[1:])}
-    report["real"] = real_breaks([*shipped, *map(Path, args.real)])
-    judge = build_judge(args.judge) if args.judge else None
+    report["real"] = real_breaks([*real_trajectory_files(), *map(Path, args.real)])
+    # The judge as a dream env builds it from the spec (prompt style, sampling); its world model is never loaded.
+    dynamics = gym.make("DreamWeb-v0", judge=args.judge).unwrapped.dynamics if args.judge else None
     report["judge"] = args.judge
-    report["dream_reports"] = [measure_dreams(Path(path), judge) for path in tqdm(args.dreams, desc="reports")]
+    report["dream_reports"] = [measure_dreams(Path(path), dynamics) for path in tqdm(args.dreams, desc="reports")]
     report["written_at"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps(report, indent=1) + "\n")

@@ -7,13 +7,18 @@ from test_dream_env import start_file  # noqa: F401  (fixture)
 
 from dynaweb_env.axtree import replace_line_fields
 from dynaweb_env.data.io import read_trajectories
-from dynaweb_env.data.shipped import LARGE_DATA_DIR, WORLD_MODEL_TRAJECTORIES
+from dynaweb_env.data.shipped import real_trajectory_files
 from dynaweb_env.envs.dream import DreamWebEnv
 from dynaweb_env.envs.dream_guards import RewardGuards
 from dynaweb_env.llm.base import Generation
 from dynaweb_env.observation import axtree_element_ids
 from dynaweb_env.world_model import format_world_model_target
-from dynaweb_env.world_model.consistency import Inconsistency, page_inconsistencies, repair_page
+from dynaweb_env.world_model.consistency import (
+    Inconsistency,
+    page_inconsistencies,
+    repair_page,
+    same_page_transitions,
+)
 
 PAGE = """RootWebArea 'Enter Password Task', focused
 \t[16] textbox '' value='••', focused
@@ -72,14 +77,12 @@ def test_replace_line_fields_keeps_the_rest_of_the_line():
 def test_no_shipped_real_transition_breaks_page_consistency():
     """The rules' premise, on every real same-URL transition the package ships (24 tasks, experts and
     ε-exploration): a real page never renames a control or fills a field no action typed into."""
-    paths = [*WORLD_MODEL_TRAJECTORIES, *sorted(LARGE_DATA_DIR.glob("*/*.jsonl.xz"))]
     checked, broken = 0, []
-    for trajectory in read_trajectories(paths):
-        for step, following in zip(trajectory.steps, trajectory.steps[1:], strict=False):
-            if step.action and step.url == following.url:
-                checked += 1
-                if found := page_inconsistencies(step.axtree, step.action, following.axtree):
-                    broken.append((trajectory.id, step.action, found))
+    for trajectory in read_trajectories(real_trajectory_files()):
+        for step, following in same_page_transitions(trajectory.steps):
+            checked += 1
+            if found := page_inconsistencies(step.axtree, step.action, following.axtree):
+                broken.append((trajectory.id, step.action, found))
     assert checked > 3500 and broken == []
 
 
@@ -156,9 +159,9 @@ def test_real_world_model_pages_are_held_to_consistency(mode):
         element = sorted(axtree_element_ids(observation["axtree"]))[1]
         after, reward, terminated, truncated, info = env.step(f"click [{element}]")
         listed = info.get("world_model_inconsistencies", [])
-        found = page_inconsistencies(observation["axtree"], f"click [{element}]", after["axtree"])
         if after["url"] != observation["url"]:
             continue  # a navigation may replace every element: the rules hold within one page
+        found = page_inconsistencies(observation["axtree"], f"click [{element}]", after["axtree"])
         if mode == "repair":  # whatever the world model drew, the page the policy sees is consistent
             assert found == [] and not truncated
         else:  # a cut dream ends unjudged, with the page as drawn; any other page is consistent

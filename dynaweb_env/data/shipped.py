@@ -34,6 +34,11 @@ DREAMED_JUDGE_DATA_DIR = Path(str(files("dynaweb_env.data") / "judge-dreamed"))
 TEST_SEED_MODULUS = 5
 
 
+def real_trajectory_files() -> list[Path]:
+    """Every real trajectory file the package ships: the builtin ones and each split of the large dataset."""
+    return [*WORLD_MODEL_TRAJECTORIES, *sorted(LARGE_DATA_DIR.glob("*/*.jsonl.xz"))]
+
+
 def split_of(task_seed: int) -> str:
     """``"test"`` for task seeds ``4 mod 5`` (one in five), else ``"train"``."""
     return "test" if task_seed % TEST_SEED_MODULUS == TEST_SEED_MODULUS - 1 else "train"
@@ -47,5 +52,6 @@ __all__ = [
     "LARGE_DATA_DIR",
     "TEST_SEED_MODULUS",
     "WORLD_MODEL_TRAJECTORIES",
+    "real_trajectory_files",
     "split_of",
 ]

@@ -25,10 +25,15 @@ Buttons and links are not held to their names: a real toggle renames itself ("Pl
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..actions import ActionParseError, parse_action
 from ..axtree import nodes_by_bid, parse_axtree, parse_axtree_line, replace_line_fields
+
+if TYPE_CHECKING:
+    from ..data.schema import Step
 
 #: Roles whose accessible name is their label, which an action on the same page does not change.
 STABLE_NAME_ROLES = frozenset(
@@ -100,6 +105,13 @@ def page_inconsistencies(before: str, action: str, after: str) -> list[Inconsist
     return found
 
 
+def same_page_transitions(steps: Sequence[Step]) -> Iterator[tuple[Step, Step]]:
+    """The ``(step, next step)`` pairs of a trajectory whose action left the URL as it was: where the rules hold."""
+    for step, following in zip(steps, steps[1:], strict=False):
+        if step.action and step.url == following.url:
+            yield step, following
+
+
 def repair_page(after: str, inconsistencies: list[Inconsistency]) -> str:
     """``after`` with each inconsistency undone: a renamed control gets its old name back, and an untyped field
     loses its value and the ``StaticText`` child that shows it."""
@@ -128,4 +140,5 @@ __all__ = [
     "Inconsistency",
     "page_inconsistencies",
     "repair_page",
+    "same_page_transitions",
 ]
