@@ -46,7 +46,12 @@ from dynaweb_env.data.shipped import real_trajectory_files
 from dynaweb_env.envs.dream import DreamDynamics
 from dynaweb_env.envs.dream_episode import DreamEpisode
 from dynaweb_env.observation import action_target
-from dynaweb_env.world_model.consistency import page_inconsistencies, repair_page, same_page_transitions
+from dynaweb_env.world_model.consistency import (
+    page_inconsistencies,
+    repair_page,
+    same_page_transitions,
+    typed_text_left_out,
+)
 from dynaweb_env.world_model.judge import JudgeStep
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/ is not a package
@@ -55,37 +60,50 @@ from dream_rewards_guards import compare, start_state_of  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "dream_consistency.json"
+#: What the report keeps of each dream besides its rewards.
+RECORDED = ("run", "id", "task_id", "real_reward", "inconsistencies", "omissions")
 
 
 def real_breaks(paths: list[Path]) -> dict[str, Any]:
-    """Same-URL transitions of the real trajectories in ``paths``, and those that break consistency."""
-    checked, by_task, breaks = 0, collections.Counter(), []
+    """Same-URL transitions of the real trajectories in ``paths``: those that break consistency, and those that
+    leave out typed text (the premise of ``keep_typed_text``)."""
+    checked, typings, by_task, breaks, omissions = 0, 0, collections.Counter(), [], []
     for trajectory in read_trajectories(paths):
         for step, following in same_page_transitions(trajectory.steps):
             checked += 1
+            typings += step.action.lstrip().startswith("type")
             by_task[trajectory.task_id] += 1
             for item in page_inconsistencies(step.axtree, step.action, following.axtree):
                 breaks.append({"trajectory": trajectory.id, "action": step.action, "inconsistency": item.describe()})
+            for item in typed_text_left_out(step.axtree, step.action, following.axtree):
+                omissions.append({"trajectory": trajectory.id, "action": step.action, "omission": item.describe()})
     return {
         "files": [str(path) for path in paths],
         "transitions": checked,
+        "typings": typings,
         "tasks": len(by_task),
         "breaks": len(breaks),
         "examples": breaks[:20],
+        "omissions": len(omissions),
+        "omission_examples": omissions[:20],
     }
 
 
-def repaired_steps(dream: Trajectory) -> tuple[list[str], list[str]]:
-    """The dream's pages, each repaired against the repaired page before it, and every inconsistency found."""
-    pages, found_all = [dream.steps[0].axtree], []
+def repaired_steps(dream: Trajectory, keep_typed_text: bool = False) -> tuple[list[str], list[str], list[str]]:
+    """The dream's pages, each repaired against the repaired page before it, every inconsistency found and, with
+    ``keep_typed_text``, every omission written in (before the consistency check, as the env does)."""
+    pages, found_all, left_out_all = [dream.steps[0].axtree], [], []
     for step, following in zip(dream.steps, dream.steps[1:], strict=False):
         page = following.axtree
         if step.action and step.url == following.url:
+            if keep_typed_text and (left_out := typed_text_left_out(pages[-1], step.action, page)):
+                page = repair_page(page, left_out)
+                left_out_all += [item.describe() for item in left_out]
             found = page_inconsistencies(pages[-1], step.action, page)
             page = repair_page(page, found) if found else page
             found_all += [item.describe() for item in found]
         pages.append(page)
-    return pages, found_all
+    return pages, found_all, left_out_all
 
 
 def repaired_episode(dream: Trajectory, pages: list[str]) -> DreamEpisode:
@@ -117,27 +135,29 @@ def measure_dreams(path: Path, dynamics: DreamDynamics | None) -> dict[str, Any]
     ``dynamics``' judge, one batched call)."""
     rows, to_rejudge = [], []
     for row, dream in dream_rows(json.loads(path.read_text())):
-        pages, found = repaired_steps(dream)
+        pages, found, _ = repaired_steps(dream)
         scored = {**row, "inconsistencies": found, "as_dreamed": row["dream_reward"]}
         scored["cut"] = 0.0 if found else row["dream_reward"]
         scored["repair"] = row["dream_reward"]
         if found:
-            to_rejudge.append((scored, repaired_episode(dream, pages)))
+            to_rejudge.append((scored, "repair", repaired_episode(dream, pages)))
+        filled_pages, filled_found, scored["omissions"] = repaired_steps(dream, keep_typed_text=True)
+        scored["cut+keep_typed_text"] = 0.0 if filled_found else row["dream_reward"]
+        if scored["omissions"] and not filled_found:
+            to_rejudge.append((scored, "cut+keep_typed_text", repaired_episode(dream, filled_pages)))
         rows.append(scored)
     if dynamics is not None and to_rejudge:
-        requests = [dynamics.judge_request(episode) for _, episode in to_rejudge]
-        for (scored, _), verdict in zip(to_rejudge, dynamics.judge.judge(requests, seed=0), strict=True):
-            scored["repair"] = verdict.reward
-    settings = ["as_dreamed", "cut"] + (["repair"] if dynamics is not None else [])
+        requests = [dynamics.judge_request(episode) for *_, episode in to_rejudge]
+        for (scored, setting, _), verdict in zip(to_rejudge, dynamics.judge.judge(requests, seed=0), strict=True):
+            scored[setting] = verdict.reward
+    settings = ["as_dreamed", "cut"] + (["repair", "cut+keep_typed_text"] if dynamics is not None else [])
     return {
         "report": str(path),
         "runs": sorted({row["run"] for row in rows}),
         "inconsistent_dreams": sum(bool(row["inconsistencies"]) for row in rows),
+        "dreams_with_omissions": sum(bool(row["omissions"]) for row in rows),
         "settings": {name: compare(rows, reward=name) for name in settings},
-        "dreams": [
-            {key: row[key] for key in ("run", "id", "task_id", "real_reward", "inconsistencies", *settings)}
-            for row in rows
-        ],  # fmt: skip
+        "dreams": [{key: row[key] for key in (*RECORDED, *settings)} for row in rows],  # fmt: skip
     }
 
 
@@ -160,7 +180,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     Path(args.output).write_text(json.dumps(report, indent=1) + "\n")
 
     real = report["real"]
-    print(f"real transitions (same URL): {real['transitions']} over {real['tasks']} tasks, breaks: {real['breaks']}")
+    print(
+        f"real transitions (same URL): {real['transitions']} over {real['tasks']} tasks, breaks: {real['breaks']}, "
+        f"typings: {real['typings']}, typed text left out: {real['omissions']}"
+    )
     print(f"{'dreams':48} {'setting':>10} {'n':>4} {'agree':>6} {'precision':>9} {'recall':>6}")
     for measured in report["dream_reports"]:
         for name, summary in measured["settings"].items():

@@ -184,8 +184,11 @@ def strip_bid(line: str) -> str:
     return line[match.start("role") :].lstrip()
 
 
-def replace_line_fields(line: str, name: str | None = None, remove_value: bool = False) -> str:
-    """One tree line with its name replaced (``name``) or its ``value=`` field removed, the rest as written.
+def replace_line_fields(
+    line: str, name: str | None = None, remove_value: bool = False, value: str | None = None
+) -> str:
+    """One tree line with its name replaced (``name``), its ``value=`` field removed (``remove_value``) or set
+    (``value``, written right after the name), the rest as written.
 
     ``"\t[18] checkbox 'dhjq', checked='true'"`` with ``name="cp"`` -> ``"\t[18] checkbox 'cp', checked='true'"``.
     A line that is not a node comes back unchanged.
@@ -198,8 +201,10 @@ def replace_line_fields(line: str, name: str | None = None, remove_value: bool =
     written_name, rest = (name_match.group(0), rest[name_match.end() :]) if name_match else ("", rest)
     if name is not None:
         written_name = " " + repr(name)  # BrowserGym writes names with Python's repr quoting
-    if remove_value and (value_match := _VALUE.match(rest)):
+    if (remove_value or value is not None) and (value_match := _VALUE.match(rest)):
         rest = rest[value_match.end() :]
+    if value is not None:
+        rest = f" value={value!r}" + rest
     return head + written_name + rest
 
 

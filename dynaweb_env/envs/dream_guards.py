@@ -23,6 +23,12 @@ which to turn on is to be chosen by measurement (``benchmarks/dream_rewards.py -
   world-model error (no real transition of the shipped data does either). ``"repair"`` undoes those changes
   and the dream goes on; ``"cut"`` ends the dream there (truncated, reward 0, ``end_reason="inconsistent"``).
   Either way ``info["world_model_inconsistencies"]`` lists them.
+- **Typed text kept** (``keep_typed_text=True``, :func:`~dynaweb_env.world_model.consistency.typed_text_left_out`):
+  the world model's commonest miss is a ``type`` it does not draw: the field stays empty, the judge reads an
+  unfilled form and a correct dream earns 0. A real page on the same URL always shows what was typed (0
+  misses in the 809 typings of the shipped data), so the text is written in: the typed field shows it, masked
+  for a password field, and a field that held text keeps it unless an action targeted it.
+  ``info["world_model_omissions"]`` lists what was written in. Applied before the consistency check.
 - **Group-relative judging, after ART's RULER** (``group_judging="votes"`` or ``"listwise"``,
   :mod:`~dynaweb_env.world_model.group_judge`): a finished dream is not judged alone. It ends with
   reward 0, ``info["judge_pending"] = True`` and its trajectory in ``info["judge_request"]``; the host
@@ -69,6 +75,7 @@ class RewardGuards:
         gate_termination: End a dream on the world model's terminal flag only if the judge agrees.
         consistency: ``"off"``, ``"repair"`` or ``"cut"``: what a predicted page that renames a control or fills
             an untyped field gets.
+        keep_typed_text: Write into a predicted page the text a ``type`` put there and the world model left out.
         group_judging: ``"off"``, ``"votes"`` (needs ``judge_votes > 1``) or ``"listwise"``: judge the dreams of a
             group together (the host calls ``judge_groups``); not with ``gate_termination``, which needs a
             verdict of one dream at the step it ends.
@@ -82,6 +89,7 @@ class RewardGuards:
     uncertainty_discount: float = 0.5
     gate_termination: bool = False
     consistency: str = "off"
+    keep_typed_text: bool = False
     group_judging: str = "off"
 
     def __post_init__(self) -> None:
@@ -101,6 +109,8 @@ class RewardGuards:
             raise ValueError(f"reward_guards.uncertainty_discount must be in [0, 1], got {self.uncertainty_discount!r}")
         if not isinstance(self.gate_termination, bool):
             raise ValueError(f"reward_guards.gate_termination must be a bool, got {self.gate_termination!r}")
+        if not isinstance(self.keep_typed_text, bool):
+            raise ValueError(f"reward_guards.keep_typed_text must be a bool, got {self.keep_typed_text!r}")
         if self.consistency not in CONSISTENCY_MODES:
             raise ValueError(f"reward_guards.consistency must be one of {CONSISTENCY_MODES}, got {self.consistency!r}")
         self._check_group_judging()
@@ -148,6 +158,8 @@ class RewardGuards:
             on.append("gate_termination")
         if self.consistency != "off":
             on.append("consistency")
+        if self.keep_typed_text:
+            on.append("keep_typed_text")
         if self.group_judging != "off":
             on.append("group_judging")
         return on
