@@ -1,4 +1,5 @@
-"""Page consistency: the rules on plain trees, on every shipped real transition, and as a DreamWeb-v0 guard."""
+"""Page consistency and typed text kept: the rules on plain trees, on every shipped real transition, and as
+DreamWeb-v0 guards."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from dynaweb_env.world_model.consistency import (
     page_inconsistencies,
     repair_page,
     same_page_transitions,
+    typed_text_left_out,
 )
 
 PAGE = """RootWebArea 'Enter Password Task', focused
@@ -74,16 +76,67 @@ def test_replace_line_fields_keeps_the_rest_of_the_line():
     assert replace_line_fields("", name="n") == ""
 
 
-def test_no_shipped_real_transition_breaks_page_consistency():
+LOGIN = """RootWebArea 'Login User Task', focused
+\t[14] paragraph ''
+\t\t[15] LabelText ''
+\t\t\tStaticText 'Username'
+\t\t[16] textbox '' value='annis', focused
+\t\t\tStaticText 'annis'
+\t[17] paragraph ''
+\t\t[18] LabelText ''
+\t\t\tStaticText 'Password'
+\t\t[19] textbox ''
+\t[20] button 'Login'"""
+
+
+def test_typed_text_the_world_model_left_out_is_written_in():
+    # The world model drew `type [19] [4DVK] [0]` as a page where the password field stayed empty and the
+    # username vanished: the commonest miss of the shipped patch world model on login forms.
+    forgetful = LOGIN.replace("[16] textbox '' value='annis', focused\n\t\t\tStaticText 'annis'", "[16] textbox ''")
+    found = typed_text_left_out(LOGIN, "type [19] [4DVK] [0]", forgetful)
+    assert found == [
+        Inconsistency("cleared", "16", "annis", "", "annis"),
+        Inconsistency("not_typed", "19", "", "", "••••"),  # its label names a password: masked
+    ]
+    assert found[1].describe() == "[19] typed into but shown '', a real page shows '••••'"
+    repaired = repair_page(forgetful, found)
+    assert "\t\t[16] textbox '' value='annis'\n\t\t\tStaticText 'annis'\n" in repaired
+    assert "\t\t[19] textbox '' value='••••'\n\t\t\tStaticText '••••'\n\t[20] button 'Login'" in repaired
+    assert typed_text_left_out(LOGIN, "type [19] [4DVK] [0]", repaired) == []
+    # Wrong text is replaced with its own StaticText; a plain field shows the text as typed.
+    wrong = LOGIN.replace("value='annis', focused\n\t\t\tStaticText 'annis'", "value='anni'\n\t\t\tStaticText 'anni'")
+    fixed = repair_page(wrong, typed_text_left_out(LOGIN, "type [16] [annis] [0]", wrong))
+    assert fixed == LOGIN.replace("value='annis', focused", "value='annis'")
+
+
+def test_typed_text_rules_spare_what_a_real_page_does():
+    emptied = LOGIN.replace(" value='annis', focused\n\t\t\tStaticText 'annis'", ", focused")
+    assert typed_text_left_out(LOGIN, "press [Control+a]", emptied) == []  # a key press may clear the focus
+    assert typed_text_left_out(LOGIN, "type [16] [] [0]", emptied) == []  # nothing typed, nothing expected
+    disabled = emptied.replace("[16] textbox '', focused", "[16] textbox '', disabled=True")
+    assert typed_text_left_out(LOGIN, "click [20]", disabled) == []  # a finished episode disables its form
+    assert [item.kind for item in typed_text_left_out(LOGIN, "click [20]", emptied)] == ["cleared"]
+    assert (
+        typed_text_left_out(LOGIN, "type [19] [ab] [0]", LOGIN.replace("[19] textbox ''", "[19] textbox '' value='ab'"))
+        == []
+    )
+    assert typed_text_left_out(LOGIN, "not an action", emptied) == []
+
+
+def test_no_shipped_real_transition_breaks_page_consistency_or_leaves_typed_text_out():
     """The rules' premise, on every real same-URL transition the package ships (24 tasks, experts and
-    ε-exploration): a real page never renames a control or fills a field no action typed into."""
-    checked, broken = 0, []
+    ε-exploration): a real page never renames a control or fills a field no action typed into, and always
+    shows the text typed into an enabled field, and keeps it until an action targets the field."""
+    checked, typings, broken = 0, 0, []
     for trajectory in read_trajectories(real_trajectory_files()):
         for step, following in same_page_transitions(trajectory.steps):
             checked += 1
-            if found := page_inconsistencies(step.axtree, step.action, following.axtree):
+            typings += step.action.startswith("type")
+            found = page_inconsistencies(step.axtree, step.action, following.axtree)
+            found += typed_text_left_out(step.axtree, step.action, following.axtree)
+            if found:
                 broken.append((trajectory.id, step.action, found))
-    assert checked > 3500 and broken == []
+    assert checked > 3500 and typings > 700 and broken == []
 
 
 class InconsistentWorldModel:
@@ -140,6 +193,36 @@ def test_guard_cut_ends_the_dream_unjudged(start_file):  # noqa: F811
     assert RewardGuards.parse({"consistency": "cut"}).active == ["consistency"]
     with pytest.raises(ValueError, match="consistency must be one of"):
         RewardGuards.parse({"consistency": "fix"})
+
+
+class ForgetfulWorldModel:
+    """World model that never draws typed text: the form comes back empty, whatever the action."""
+
+    model_name = "forgetful"
+
+    def generate(self, conversations, params):
+        if "VERDICT" in conversations[0][0]["content"]:
+            return [Generation("VERDICT: FAILURE") for _ in conversations]
+        tree = "RootWebArea 'Enter Text', focused\n\t[5] textbox 'name'\n\t[7] button 'Submit'"
+        return [Generation(format_world_model_target("", "", tree, False)) for _ in conversations]
+
+
+def test_guard_keep_typed_text_writes_the_typed_text_in(start_file):  # noqa: F811
+    env = DreamWebEnv(
+        world_model=ForgetfulWorldModel(), start_states=start_file, dream_length=3,
+        reward_guards={"keep_typed_text": True, "consistency": "cut"},
+    )  # fmt: skip
+    env.reset(seed=0, options={"task": "miniwob.enter-text", "task_seed": 3, "step_index": 0})
+    observation, _, _, truncated, info = env.step("type [5] [Kay] [0]")
+    assert "\t[5] textbox 'name' value='Kay'\n\t\tStaticText 'Kay'\n" in observation["axtree"]
+    assert info["world_model_omissions"] == ["[5] typed into but shown '', a real page shows 'Kay'"]
+    assert not truncated and "world_model_inconsistencies" not in info  # written in before the check
+    observation, _, _, _, info = env.step("click [7]")  # drawn empty again: the text stays
+    assert "[5] textbox 'name' value='Kay'" in observation["axtree"]
+    assert info["world_model_omissions"] == ["[5] emptied without an action on it '', a real page shows 'Kay'"]
+    assert RewardGuards.parse({"keep_typed_text": True}).active == ["keep_typed_text"]
+    with pytest.raises(ValueError, match="keep_typed_text must be a bool"):
+        RewardGuards.parse({"keep_typed_text": "yes"})
 
 
 # --- real models: the shipped patch world model, sampled hot so that it errs ---------------------
