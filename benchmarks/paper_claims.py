@@ -171,6 +171,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         metavar="JSON",
         help="reward_guards of every DynaWeb run, a JSON object (dynaweb-train --reward-guards; default: none)",
     )
+    parser.add_argument(
+        "--dream-starts",
+        choices=("all", "first"),
+        default="all",
+        help="where every DynaWeb run's dreams start: any recorded page (all, the paper) or each recording's first",
+    )
     parser.add_argument("--tasks", nargs="+", default=list(DEFAULT_TASKS), help="tasks (default: the 9 shipped)")
     parser.add_argument(
         "--demonstrations",
@@ -228,6 +234,7 @@ def make_context(args: argparse.Namespace) -> Context:
         demonstrations=parse_demonstrations(args.demonstrations),
         sft_seed=args.sft_seed,
         reward_guards=parse_reward_guards(args.reward_guards),
+        dream_starts=args.dream_starts,
         recorded=tuple(path.resolve() for path in args.reuse_recorded),
     )
 

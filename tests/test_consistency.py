@@ -251,3 +251,22 @@ def test_real_world_model_pages_are_held_to_consistency(mode):
             assert [item.describe() for item in found] == listed
             assert (info.get("end_reason") == "inconsistent") == bool(listed)
             assert not listed or (reward == 0.0 and truncated and not terminated)
+
+
+@pytest.mark.slow
+def test_real_world_model_pages_keep_the_typed_text():
+    import gymnasium as gym
+
+    env = gym.make(
+        "DreamWeb-v0", world_model="smollm2-135m-wm-patch", judge="smollm2-135m-judge", max_new_tokens=384,
+        world_model_temperature=1.0, dream_length=3, reward_guards={"keep_typed_text": True},
+    ).unwrapped  # fmt: skip
+    for seed, (task, field, text) in enumerate(
+        (("miniwob.login-user", "19", "4DVK"), ("miniwob.enter-text", "14", "Kay"))
+    ):
+        observation, _ = env.reset(seed=seed, options={"task": task, "step_index": 0})
+        assert field in axtree_element_ids(observation["axtree"])
+        after, _, _, _, info = env.step(f"type [{field}] [{text}] [0]")
+        if after["url"] == observation["url"]:  # whatever the world model drew, the field shows the text
+            assert typed_text_left_out(observation["axtree"], f"type [{field}] [{text}] [0]", after["axtree"]) == []
+            assert isinstance(info.get("world_model_omissions", []), list)

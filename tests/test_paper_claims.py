@@ -119,6 +119,17 @@ def test_one_sft_start_can_be_shared_by_every_rl_seed(tmp_path):
     assert claims.aggregate("table1", list(runs.values()), ctx, "cmd")["config"]["sft_seed"] == 0
 
 
+def test_dream_starts_first_is_a_dynaweb_flag_and_another_run(tmp_path):
+    paper = {run.name: run for run in claims.plan("table1", claims.make_context(claims.parse_args(["table1"])))}
+    ctx = claims.make_context(claims.parse_args(["table1", "--dream-starts", "first", "--runs-dir", str(tmp_path)]))
+    first = {run.name: run for run in claims.plan("table1", ctx)}
+    assert "--include-intermediate false" in first["dynaweb-seed0"].train.command
+    assert "--include-intermediate" not in paper["dynaweb-seed0"].train.command  # the paper's runs keep their hash
+    assert "--include-intermediate" not in first["gspo-real-seed0"].train.command  # no dreams, no start states
+    assert first["dynaweb-seed0"].train.output_dir.name != paper["dynaweb-seed0"].train.output_dir.name
+    assert claims.aggregate("table1", list(first.values()), ctx, "cmd")["config"]["dream_starts"] == "first"
+
+
 def test_identical_runs_are_shared_across_experiments_and_configs_are_not(tmp_path):
     ctx = claims.make_context(claims.parse_args(["table1", "--runs-dir", str(tmp_path)]))
     table1 = {run.name: run for run in claims.plan("table1", ctx)}

@@ -63,6 +63,8 @@ def dynaweb_arm(ctx: Context, key: str, label: str, x: float | None = None, **se
     }
     if ctx.reward_guards:  # in the command, so in the run's hash: other guards, another run
         flags["--reward-guards"] = json.dumps(ctx.reward_guards, sort_keys=True, separators=(",", ":"))
+    if ctx.dream_starts == "first":  # only when set, so that the paper's runs keep their commands and hashes
+        flags["--include-intermediate"] = "false"
     world_model = ctx.untrained_world_model if untrained else ctx.world_model
     if world_model is not None:
         flags["--world-model"] = world_model

@@ -156,6 +156,8 @@ class Context:
     sft_seed: int | None = None
     #: ``reward_guards`` of every DynaWeb run (``dynaweb-train --reward-guards``; ``None``: none, the paper's dream).
     reward_guards: dict[str, Any] | None = None
+    #: Where dreams start: ``"all"`` recorded pages (the paper), or only each recording's ``"first"``.
+    dream_starts: str = "all"
     #: Committed results files whose runs stand in for runs of identical commands with no outputs on disk.
     recorded: tuple[Path, ...] = ()
 

@@ -282,6 +282,7 @@ def aggregate(experiment: str, runs: Sequence[Run], ctx: Context, command: str) 
             "skip_eval": ctx.skip_eval,
             "sft_seed": ctx.sft_seed,
             "reward_guards": ctx.reward_guards,
+            "dream_starts": ctx.dream_starts,
         },
         "summary": rows,
         "complete": all(result is not None and (ctx.skip_eval or result["evaluated"]) for result in per_run),
