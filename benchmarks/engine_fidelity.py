@@ -74,7 +74,7 @@ def measure(engine: str, args: argparse.Namespace, trajectories: list) -> dict[s
     world_backend = RecordingBackend(make_backend(f"{engine}:{args.world_model}"))
     sampling = SamplingParams(temperature=0.0, max_new_tokens=args.max_new_tokens)
     world_model = WebWorldModel(world_backend, sampling, max_axtree_chars=args.max_axtree_chars, output_mode="tree")
-    records = evaluate_one_step(world_model, trajectories, args.batch_size, args.seed, f"{engine}: world model")
+    records, _ = evaluate_one_step(world_model, trajectories, args.batch_size, args.seed, f"{engine}: world model")
     world_seconds = time.perf_counter() - started
     judge_backend = RecordingBackend(make_backend(f"{engine}:{args.judge}"))
     started = time.perf_counter()

@@ -53,6 +53,7 @@ from dynaweb_env.data.schema import Trajectory
 from dynaweb_env.llm.base import SamplingParams
 from dynaweb_env.models import world_model_output_mode
 from dynaweb_env.observation import axtree_nodes
+from dynaweb_env.world_model.consistency import repair_page, typed_text_left_out
 from dynaweb_env.world_model.judge import TrajectoryJudge, judge_cases
 from dynaweb_env.world_model.model import OUTPUT_MODES, WebWorldModel, WorldModelRequest
 from dynaweb_env.world_model.parsing import WorldModelPrediction
@@ -62,6 +63,7 @@ from .world_model_sft import is_terminal_transition, load_trajectories
 #: Settings recorded in the report (besides the seed).
 _SETTINGS = (
     "max_depth", "max_new_tokens", "temperature", "batch_size", "max_axtree_chars", "limit", "max_per_task",
+    "keep_typed_text",
 )  # fmt: skip
 #: The reference world model that copies the current page.
 COPY_MODEL = "copy"
@@ -148,27 +150,38 @@ def _mean(values: Sequence[float]) -> float | None:
     return round(sum(values) / len(values), 4) if values else None
 
 
-def evaluate_one_step(world_model: Any, trajectories: Sequence[Trajectory], batch_size: int, seed: int, label: str):
+def evaluate_one_step(
+    world_model: Any, trajectories: Sequence[Trajectory], batch_size: int, seed: int, label: str
+) -> tuple[list[dict], list[dict]]:
+    """Each real transition's scores, as predicted and as ``DreamWeb-v0`` with ``keep_typed_text`` shows the same
+    prediction (the typed text the model left out written in; no other generation)."""
     transitions = [(t, i) for t in trajectories for i in range(len(t.steps) - 1) if t.steps[i].action.strip()]
     requests = [_request(t, i, t.steps[i].url, t.steps[i].axtree) for t, i in transitions]
     predictions, seconds, tokens = _timed_predict(world_model, requests, batch_size, seed, f"{label}: one step")
-    records = []
-    for (trajectory, index), prediction, second, token in zip(transitions, predictions, seconds, tokens, strict=True):
+    records, kept = [], []
+    for (trajectory, index), request, prediction, second, token in zip(
+        transitions, requests, predictions, seconds, tokens, strict=True
+    ):
         real = trajectory.steps[index + 1]
-        records.append(
-            {
-                "trajectory": trajectory.id,
-                "index": index,
-                "valid": _is_valid(prediction),
-                **tree_scores(prediction.axtree, real.axtree),
-                "url_correct": prediction.url.strip() == real.url.strip(),
-                "terminal_correct": prediction.terminal == is_terminal_transition(trajectory, index),
-                "tokens": token,
-                "seconds": round(second, 3),
-                "error": prediction.error,
-            }
-        )
-    return records
+        record = {
+            "trajectory": trajectory.id,
+            "index": index,
+            "valid": _is_valid(prediction),
+            **tree_scores(prediction.axtree, real.axtree),
+            "url_correct": prediction.url.strip() == real.url.strip(),
+            "terminal_correct": prediction.terminal == is_terminal_transition(trajectory, index),
+            "tokens": token,
+            "seconds": round(second, 3),
+            "error": prediction.error,
+        }
+        records.append(record)
+        left_out = typed_text_left_out(request.axtree, request.action, prediction.axtree)
+        if left_out and prediction.url == request.url:
+            kept.append({**record, **tree_scores(repair_page(prediction.axtree, left_out), real.axtree)})
+            kept[-1]["written_in"] = [item.describe() for item in left_out]
+        else:
+            kept.append(record)
+    return records, kept
 
 
 def evaluate_drift(
@@ -340,9 +353,9 @@ def evaluate_world_models(args: WorldModelEvalConfig, command: str) -> dict[str,
             label = spec if len(modes) == 1 else f"{spec} [{mode}]"
             world_model = build_world_model(spec, mode, args.max_new_tokens, args.temperature, args.max_axtree_chars)
             began = time.perf_counter()
-            records, drift, judged = [], {}, None
+            records, kept, drift, judged = [], [], {}, None
             if not args.judge_only:
-                records = evaluate_one_step(world_model, trajectories, args.batch_size, args.seed, label)
+                records, kept = evaluate_one_step(world_model, trajectories, args.batch_size, args.seed, label)
                 drift = evaluate_drift(world_model, trajectories, args.max_depth, args.batch_size, args.seed, label)
             if args.judge and spec != COPY_MODEL and mode == modes[0]:
                 judged = evaluate_judge(
@@ -356,6 +369,15 @@ def evaluate_world_models(args: WorldModelEvalConfig, command: str) -> dict[str,
                 "transitions": records,
                 "judge": judged,
             }
+            if args.keep_typed_text and records:
+                results[f"{label} + keep_typed_text"] = {
+                    "spec": spec,
+                    "output_mode": mode,
+                    "summary": summarise(kept, {}, None),
+                    "seconds": results[label]["seconds"],
+                    "transitions": kept,
+                    "judge": None,
+                }
     output = Path(args.output)
     output.parent.mkdir(parents=True, exist_ok=True)
     report = {
@@ -388,7 +410,7 @@ class WorldModelEvalConfig:
         split (`str` or `None`, *optional*, defaults to `"test"`):
             ``metadata["split"]`` to keep (``all``: every trajectory).
         limit, max_per_task, max_depth, max_new_tokens, temperature, batch_size, max_axtree_chars, judge,
-        judge_max_new_tokens, judge_only, seed, output: see each flag's help.
+        judge_max_new_tokens, judge_only, keep_typed_text, seed, output: see each flag's help.
     """
 
     world_models: list[str] = field(
@@ -413,6 +435,13 @@ class WorldModelEvalConfig:
     judge: bool = field(default=True, metadata={"help": "Measure the judge (--no-judge: do not)."})
     judge_max_new_tokens: int = field(default=128, metadata={"help": "Token budget of one verdict."})
     judge_only: bool = field(default=False, metadata={"help": "Measure only the judge (no fidelity)."})
+    keep_typed_text: bool = field(
+        default=False,
+        metadata={
+            "help": "Also score each prediction as DreamWeb-v0 with reward_guards keep_typed_text shows it (a row "
+            "'<model> + keep_typed_text', from the same predictions)."
+        },
+    )
     seed: int = field(default=0, metadata={"help": "Sampling seed."})
     output: str = field(default=DEFAULT_OUTPUT, metadata={"help": "JSON report (the PNG goes beside it)."})
 

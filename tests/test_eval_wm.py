@@ -153,3 +153,25 @@ def test_heldout_snapshot_leaves_out_seeds_and_records_a_checksum(tmp_path):
     assert summary["records"] == 2 and summary["seeds"] == [4, 8] and summary["transitions"] == 2
     assert summary["sha256"] == hashlib.sha256(output.read_bytes()).hexdigest()
     assert json.loads(summary_path.read_text())["tasks"] == {"a": 2}
+
+
+def test_keep_typed_text_scores_the_same_predictions_as_a_dream_shows_them(tmp_path):
+    # Copying the page never draws a keystroke: on the typing tasks the rules alone write each typed value in.
+    output = tmp_path / "kept.json"
+    tasks = ("miniwob.enter-text", "miniwob.login-user")
+    data = tmp_path / "typing.jsonl"
+    from dynaweb_env.data.io import read_trajectories, write_trajectories
+    from dynaweb_env.data.shipped import real_trajectory_files
+
+    typing = [t for t in read_trajectories(real_trajectory_files()) if t.task_id in tasks and t.source == "expert"]
+    write_trajectories(data, typing[:4])
+    saved = main(["--world-models", "copy", "--keep-typed-text", "--no-judge", "--max-depth", "0", "--data", str(data),
+                  "--split", "all", "--output", str(output)])  # fmt: skip
+    assert set(saved["results"]) == {"copy", "copy + keep_typed_text"}
+    copied, kept = (saved["results"][name] for name in ("copy", "copy + keep_typed_text"))
+    assert kept["summary"]["recall"] > copied["summary"]["recall"]
+    written = [record for record in kept["transitions"] if "written_in" in record]
+    assert written and all(
+        record["f1"] >= plain["f1"] for record, plain in zip(kept["transitions"], copied["transitions"], strict=True)
+    )
+    assert saved["settings"]["keep_typed_text"] is True
