@@ -95,7 +95,7 @@ def test_typed_text_the_world_model_left_out_is_written_in():
     forgetful = LOGIN.replace("[16] textbox '' value='annis', focused\n\t\t\tStaticText 'annis'", "[16] textbox ''")
     found = typed_text_left_out(LOGIN, "type [19] [4DVK] [0]", forgetful)
     assert found == [
-        Inconsistency("cleared", "16", "annis", "", "annis"),
+        Inconsistency("changed", "16", "annis", "", "annis"),
         Inconsistency("not_typed", "19", "", "", "••••"),  # its label names a password: masked
     ]
     assert found[1].describe() == "[19] typed into but shown '', a real page shows '••••'"
@@ -103,6 +103,16 @@ def test_typed_text_the_world_model_left_out_is_written_in():
     assert "\t\t[16] textbox '' value='annis'\n\t\t\tStaticText 'annis'\n" in repaired
     assert "\t\t[19] textbox '' value='••••'\n\t\t\tStaticText '••••'\n\t[20] button 'Login'" in repaired
     assert typed_text_left_out(LOGIN, "type [19] [4DVK] [0]", repaired) == []
+    # A field whose text the world model masked, or showed twice, is redrawn with one StaticText child.
+    masked = LOGIN.replace("value='annis', focused", "value='•••', disabled=True")
+    found = typed_text_left_out(LOGIN, "click [20]", masked)
+    assert found == [Inconsistency("changed", "16", "annis", "•••", "annis")]
+    assert "[16] textbox '' value='annis', disabled=True\n\t\t\tStaticText 'annis'\n\t[17]" in repair_page(
+        masked, found
+    )
+    twice = forgetful.replace("[16] textbox ''", "[16] textbox ''\n\t\t\tStaticText 'annis'")
+    repaired = repair_page(twice, typed_text_left_out(LOGIN, "type [19] [4DVK] [0]", twice))
+    assert repaired.count("StaticText 'annis'") == 1 and repaired.count("StaticText '••••'") == 1
     # Wrong text is replaced with its own StaticText; a plain field shows the text as typed.
     wrong = LOGIN.replace("value='annis', focused\n\t\t\tStaticText 'annis'", "value='anni'\n\t\t\tStaticText 'anni'")
     fixed = repair_page(wrong, typed_text_left_out(LOGIN, "type [16] [annis] [0]", wrong))
@@ -113,9 +123,11 @@ def test_typed_text_rules_spare_what_a_real_page_does():
     emptied = LOGIN.replace(" value='annis', focused\n\t\t\tStaticText 'annis'", ", focused")
     assert typed_text_left_out(LOGIN, "press [Control+a]", emptied) == []  # a key press may clear the focus
     assert typed_text_left_out(LOGIN, "type [16] [] [0]", emptied) == []  # nothing typed, nothing expected
-    disabled = emptied.replace("[16] textbox '', focused", "[16] textbox '', disabled=True")
-    assert typed_text_left_out(LOGIN, "click [20]", disabled) == []  # a finished episode disables its form
-    assert [item.kind for item in typed_text_left_out(LOGIN, "click [20]", emptied)] == ["cleared"]
+    ended = LOGIN.replace("[19] textbox ''", "[19] textbox '', disabled=True")
+    assert typed_text_left_out(LOGIN, "type [19] [ab] [0]", ended) == []  # keystrokes after the end do not land
+    assert [item.kind for item in typed_text_left_out(LOGIN, "click [20]", emptied)] == ["changed"]
+    # Text extended without a keystroke on it is an autocompletion (or keystrokes drawn late): spared.
+    assert typed_text_left_out(LOGIN, "click [20]", LOGIN.replace("'annis'", "'annisa'")) == []
     assert (
         typed_text_left_out(LOGIN, "type [19] [ab] [0]", LOGIN.replace("[19] textbox ''", "[19] textbox '' value='ab'"))
         == []
@@ -219,7 +231,7 @@ def test_guard_keep_typed_text_writes_the_typed_text_in(start_file):  # noqa: F8
     assert not truncated and "world_model_inconsistencies" not in info  # written in before the check
     observation, _, _, _, info = env.step("click [7]")  # drawn empty again: the text stays
     assert "[5] textbox 'name' value='Kay'" in observation["axtree"]
-    assert info["world_model_omissions"] == ["[5] emptied without an action on it '', a real page shows 'Kay'"]
+    assert info["world_model_omissions"] == ["[5] changed without an action on it to '', a real page shows 'Kay'"]
     assert RewardGuards.parse({"keep_typed_text": True}).active == ["keep_typed_text"]
     with pytest.raises(ValueError, match="keep_typed_text must be a bool"):
         RewardGuards.parse({"keep_typed_text": "yes"})

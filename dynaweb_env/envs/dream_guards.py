@@ -27,7 +27,7 @@ which to turn on is to be chosen by measurement (``benchmarks/dream_rewards.py -
   the world model's commonest miss is a ``type`` it does not draw: the field stays empty, the judge reads an
   unfilled form and a correct dream earns 0. A real page on the same URL always shows what was typed (0
   misses in the 809 typings of the shipped data), so the text is written in: the typed field shows it, masked
-  for a password field, and a field that held text keeps it unless an action targeted it.
+  for a password field, and a field that held text keeps it (or extends it) unless an action targeted it.
   ``info["world_model_omissions"]`` lists what was written in. Applied before the consistency check.
 - **Group-relative judging, after ART's RULER** (``group_judging="votes"`` or ``"listwise"``,
   :mod:`~dynaweb_env.world_model.group_judge`): a finished dream is not judged alone. It ends with
