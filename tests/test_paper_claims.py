@@ -246,6 +246,9 @@ def test_a_result_of_another_configuration_is_stale_not_done(tmp_path):
     collected = claims.make_context(claims.parse_args(args))
     (run,) = [run for run in claims.plan("table1", shipped) if run.name == "sft-seed0"]
     claims.write_json(run.result_file, _fake_result(run, 0.3, 0, 0))
+    assert not run.done(shipped)  # its jobs' outputs are not on disk: a moved-away run is rerun, not trusted
+    for job in run.jobs:
+        claims.write_json(job.result_file, {})
     assert run.done(shipped)
     (other,) = [run for run in claims.plan("table1", collected) if run.name == "sft-seed0"]
     assert other.result_file == run.result_file and not other.done(collected)

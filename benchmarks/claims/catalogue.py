@@ -120,11 +120,14 @@ class Run:
         return [job for job in (self.sft, self.train, self.eval) if job is not None]
 
     def done(self, ctx: Context) -> bool:
-        """Finished: a result of this configuration exists, evaluated unless evaluation is skipped."""
+        """Finished: a result of this configuration exists, evaluated unless evaluation is skipped, and its jobs'
+        outputs are still on disk (a result whose run directory was moved away is rerun, not trusted)."""
         from .statistics import current_result
 
         result = current_result(self, ctx)
-        return result is not None and (ctx.skip_eval or bool(result.get("evaluated")))
+        finished = result is not None and (ctx.skip_eval or bool(result.get("evaluated")))
+        needed = [job for job in self.jobs if not (ctx.skip_eval and job is self.eval)]
+        return finished and all(job.done() for job in needed)
 
 
 def plan(experiment: str, ctx: Context, arms: Sequence[str] | None = None) -> list[Run]:
