@@ -21,6 +21,10 @@ judge still called the repaired near miss a success.
 
 Both rules hold within one page (the URL unchanged): a navigation may replace every element.
 Buttons and links are not held to their names: a real toggle renames itself ("Play" -> "Pause").
+
+The converse, what a dreamed page *leaves out*, is :func:`typed_text_left_out`: a typed field that does not
+show its text, or a field whose text changed with no action on it. ``reward_guards={"keep_typed_text": True}``
+writes that text in (:func:`repair_page`), since on a real page it is always there.
 """
 
 from __future__ import annotations
