@@ -120,8 +120,8 @@ def page_inconsistencies(before: str, action: str, after: str) -> list[Inconsist
 
 def _password_field(page: str, bid: str, value: str | None) -> bool:
     """Whether field ``bid`` of ``page`` masks its text: it already shows bullets, or the nearest text before
-    it (its label) names a password. On the shipped real pages the label rule tells the 806 masked typings
-    from the 640 plain ones with one exception."""
+    it (its label) names a password. On the real typings at hand (shipped and near-miss episodes) the label
+    rule tells the 806 that showed bullets from the 640 that showed the text, with one exception."""
     if value and set(value) == {MASK}:
         return True
     label = ""
