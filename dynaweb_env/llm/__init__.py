@@ -190,8 +190,8 @@ def default_engine(name: str | None = None) -> str:
     ``"transformers"``; :data:`ENGINE_ENV_VAR` overrides it.
 
     Args:
-        name: The shipped adapter. One registered with ``engine_default=False`` (the tree world model, whose long
-            outputs loop under int8 weights) stays on ``"transformers"`` unless the variable says ``ct2``.
+        name: The shipped adapter. One registered with ``engine_default=False`` (the world models, whose pages
+            lose fidelity under int8 weights) stays on ``"transformers"`` unless the variable says ``ct2``.
 
     Raises:
         ValueError: If the variable holds anything else.
