@@ -1,24 +1,29 @@
-"""Page consistency, measured: how often real pages and dreamed pages break it, and what the guard does to
-dream rewards (:mod:`dynaweb_env.world_model.consistency`, ``reward_guards={"consistency": ...}``).
+"""Page consistency and typed text kept, measured: how often real pages and dreamed pages break the rules, and
+what the guards do to dream rewards (:mod:`dynaweb_env.world_model.consistency`, ``reward_guards={"consistency":
+..., "keep_typed_text": ...}``).
 
 Usage::
 
-    python benchmarks/dream_consistency.py --dreams benchmarks/results/dream_rewards_grounded.json \\
-        benchmarks/results/dream_rewards_dagger.json --judge ct2:runs/judge-grounded/judge
+    python benchmarks/dream_consistency.py --dreams benchmarks/results/dream_rewards_consistency_cut.json \\
+        benchmarks/results/dream_rewards_grounded.json benchmarks/results/dream_rewards_dagger.json \\
+        --judge ct2:runs/judge-grounded/judge
 
 1. **Real transitions.** Every same-URL transition of the real trajectories (default: all the package ships,
-   24 MiniWoB++ tasks; add files with ``--real``), checked with :func:`page_inconsistencies`. The rules are
-   meant to hold on every one: the count of breaks is the guard's false-alarm rate on real dynamics.
+   24 MiniWoB++ tasks; add files with ``--real``), checked with :func:`page_inconsistencies` and
+   :func:`typed_text_left_out`. The rules are meant to hold on every one: the counts are the guards' false
+   alarms on real dynamics.
 2. **Replayed dreams.** Each ``--dreams`` file is a ``benchmarks/dream_rewards.py`` report: training dreams
    replayed on their real pages. Each dream's recorded steps are checked, and its reward is compared with
-   the real outcome three ways:
+   the real outcome four ways:
 
    - ``as_dreamed``: the recorded reward;
    - ``cut``: 0 for a dream with an inconsistent step (``consistency="cut"``), else as recorded;
    - ``repair`` (with ``--judge``): a dream with an inconsistent step is re-judged on its repaired pages,
-     each page repaired against the repaired page before it (``consistency="repair"``).
+     each page repaired against the repaired page before it (``consistency="repair"``);
+   - ``cut+keep_typed_text`` (with ``--judge``): typed text written in first; then 0 if a step is
+     inconsistent, else re-judged where text was written in.
 
-   Both are *offline*: the policy's later actions and the world model's later pages are the recorded ones,
+   All are *offline*: the policy's later actions and the world model's later pages are the recorded ones,
    whereas in a run with the guard on they would follow from the repaired page. A fresh run with the guard,
    replayed with ``benchmarks/dream_rewards.py``, is the measurement that counts.
 
