@@ -56,6 +56,7 @@ from dynaweb_env.world_model.consistency import (
     repair_page,
     same_page_transitions,
     typed_text_left_out,
+    write_typed_text_in,
 )
 from dynaweb_env.world_model.judge import JudgeStep
 
@@ -101,8 +102,8 @@ def repaired_steps(dream: Trajectory, keep_typed_text: bool = False) -> tuple[li
     for step, following in zip(dream.steps, dream.steps[1:], strict=False):
         page = following.axtree
         if step.action and step.url == following.url:
-            if keep_typed_text and (left_out := typed_text_left_out(pages[-1], step.action, page)):
-                page = repair_page(page, left_out)
+            if keep_typed_text:
+                page, left_out = write_typed_text_in(pages[-1], step.action, page)
                 left_out_all += [item.describe() for item in left_out]
             found = page_inconsistencies(pages[-1], step.action, page)
             page = repair_page(page, found) if found else page
@@ -136,8 +137,8 @@ def dream_rows(report: dict[str, Any]) -> list[tuple[dict[str, Any], Trajectory]
 
 
 def measure_dreams(path: Path, dynamics: DreamDynamics | None) -> dict[str, Any]:
-    """The three rewards of each dream of one report, compared with the real outcome (``repair`` re-judged with
-    ``dynamics``' judge, one batched call)."""
+    """The rewards of each dream of one report under each setting, compared with the real outcome (``repair`` and
+    ``cut+keep_typed_text`` re-judged with ``dynamics``' judge, one batched call)."""
     rows, to_rejudge = [], []
     for row, dream in dream_rows(json.loads(path.read_text())):
         pages, found, _ = repaired_steps(dream)

@@ -53,7 +53,7 @@ from dynaweb_env.data.schema import Trajectory
 from dynaweb_env.llm.base import SamplingParams
 from dynaweb_env.models import world_model_output_mode
 from dynaweb_env.observation import axtree_nodes
-from dynaweb_env.world_model.consistency import repair_page, typed_text_left_out
+from dynaweb_env.world_model.consistency import write_typed_text_in
 from dynaweb_env.world_model.judge import TrajectoryJudge, judge_cases
 from dynaweb_env.world_model.model import OUTPUT_MODES, WebWorldModel, WorldModelRequest
 from dynaweb_env.world_model.parsing import WorldModelPrediction
@@ -175,10 +175,10 @@ def evaluate_one_step(
             "error": prediction.error,
         }
         records.append(record)
-        left_out = typed_text_left_out(request.axtree, request.action, prediction.axtree)
+        page, left_out = write_typed_text_in(request.axtree, request.action, prediction.axtree)
         if left_out and prediction.url == request.url:
-            kept.append({**record, **tree_scores(repair_page(prediction.axtree, left_out), real.axtree)})
-            kept[-1]["written_in"] = [item.describe() for item in left_out]
+            written_in = [item.describe() for item in left_out]
+            kept.append({**record, **tree_scores(page, real.axtree), "written_in": written_in})
         else:
             kept.append(record)
     return records, kept

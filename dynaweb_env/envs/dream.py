@@ -21,7 +21,7 @@ from ..observation import (
     truncate_axtree,
 )
 from ..spaces import MAX_TEXT_LENGTH, web_action_space, web_observation_space
-from ..world_model.consistency import page_inconsistencies, repair_page, typed_text_left_out
+from ..world_model.consistency import page_inconsistencies, repair_page, write_typed_text_in
 from ..world_model.judge import DEFAULT_JUDGE_MAX_NEW_TOKENS, JudgeRequest, JudgeStep, TrajectoryJudge
 from ..world_model.model import DEFAULT_MAX_AXTREE_CHARS, DEFAULT_MAX_NEW_TOKENS, WebWorldModel
 from . import END_REASONS
@@ -181,9 +181,9 @@ class DreamDynamics:
             url = absolute_url(prediction.url, episode.url)
             axtree = prediction.axtree
             if self.guards.keep_typed_text and url == episode.url:
-                if left_out := typed_text_left_out(episode.axtree, episode.last_action, axtree):
+                axtree, left_out = write_typed_text_in(episode.axtree, episode.last_action, axtree)
+                if left_out:
                     infos[index]["world_model_omissions"] = [item.describe() for item in left_out]
-                    axtree = repair_page(axtree, left_out)
             if self.guards.consistency != "off" and url == episode.url:
                 found = page_inconsistencies(episode.axtree, episode.last_action, axtree)
                 if found:

@@ -180,6 +180,13 @@ def typed_text_left_out(before: str, action: str, after: str) -> list[Inconsiste
     return found
 
 
+def write_typed_text_in(before: str, action: str, after: str) -> tuple[str, list[Inconsistency]]:
+    """``after`` as ``reward_guards={"keep_typed_text": True}`` shows it: the text it left out written in
+    (:func:`typed_text_left_out`, :func:`repair_page`), and what was written (``[]``: the page as drawn)."""
+    left_out = typed_text_left_out(before, action, after)
+    return (repair_page(after, left_out) if left_out else after), left_out
+
+
 def same_page_transitions(steps: Sequence[Step]) -> Iterator[tuple[Step, Step]]:
     """The ``(step, next step)`` pairs of a trajectory whose action left the URL as it was: where the rules hold."""
     for step, following in zip(steps, steps[1:], strict=False):
@@ -227,4 +234,5 @@ __all__ = [
     "repair_page",
     "same_page_transitions",
     "typed_text_left_out",
+    "write_typed_text_in",
 ]
