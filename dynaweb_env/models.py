@@ -222,15 +222,15 @@ class ShippedAdapter:
 
     ``output_mode`` is the world-model output mode it was trained for (``None``: not a world model). The
     prompt style it was trained on is recorded beside its weights (:func:`model_prompt_style`).
-    ``engine_default`` says whether its bare name uses the CTranslate2 engine where installed (``False``:
-    measured to lose fidelity there; see :mod:`dynaweb_env.llm`, "Engine defaults").
+    ``engine_quantization`` is the weight type of its CTranslate2 copy (:mod:`dynaweb_env.llm`, "Engine
+    defaults"): ``int8`` where that was measured to keep its outputs, ``float32`` where int8 does not.
     """
 
     name: str
     directory: str
     description: str
     output_mode: str | None = None
-    engine_default: bool = True
+    engine_quantization: str = "int8"
 
     @property
     def path(self) -> Path:
@@ -243,16 +243,17 @@ SHIPPED_ADAPTERS: dict[str, ShippedAdapter] = {
         "smollm2-135m-wm",
         "web world model (tree mode): smollm2-135m + LoRA from dynaweb-train-wm on the shipped MiniWoB++ data",
         output_mode="tree",
-        engine_default=False,  # its long pages loop under int8 weights (benchmarks/results/wm_tree_rank8.json)
+        # Its long pages loop under int8 weights (benchmarks/results/wm_tree_rank8.json).
+        engine_quantization="float32",
     ),
     "smollm2-135m-wm-patch": ShippedAdapter(
         "smollm2-135m-wm-patch",
         "smollm2-135m-wm-patch",
         "web world model (patch mode): smollm2-135m + LoRA from dynaweb-train-wm on the large MiniWoB++ data",
         output_mode="patch",
-        # Under the int8 engine its held-out strict F1 drops from 0.89 to 0.71 in batches (valid outputs 1.00 to
-        # 0.82; benchmarks/results/engine_wm_check_batch8.json): dreams need the page right more than fast.
-        engine_default=False,
+        # Under int8 weights its held-out strict F1 drops from 0.89 to 0.71 (engine_wm_check_batch8.json in
+        # benchmarks/results); float32 gives the transformers reference's greedy tokens (engine_fidelity.json).
+        engine_quantization="float32",
     ),
     "smollm2-135m-judge": ShippedAdapter(
         "smollm2-135m-judge",

@@ -9,11 +9,11 @@ Spec                            Backend
 ``smollm2-135m``                embedded model (see :mod:`dynaweb_env.models`), transformers
 ``tiny-random``                 embedded tiny random model, transformers (tests, smoke runs)
 ``smollm2-135m-judge``          a shipped adapter (judge, world models): the CTranslate2 engine when it
-                                is installed, else transformers; the tree world model ``smollm2-135m-wm``
-                                always transformers (see "Engine defaults" below)
+                                is installed, else transformers (see "Engine defaults" below)
 ``ct2:<ref>``                   CTranslate2 (``pip install dynaweb[engine]``): an embedded name, a shipped
                                 adapter, a local checkpoint or adapter directory (converted once into
-                                the cache, adapters merged, int8), or an already converted directory
+                                the cache, adapters merged; int8, or a shipped adapter's own weight
+                                type), or an already converted directory
 ``/path/to/checkpoint``         local checkpoint directory (also ``./rel`` or ``~/...``), transformers
 ``hf:<id-or-path>``             transformers ``from_pretrained(<id>)`` (a hub id needs network access)
 ``transformers:<ref>``          same as the bare forms above, spelled out
@@ -33,13 +33,14 @@ A dict names the backend and its constructor arguments:
 
 Engine defaults: the shipped adapters are frozen models (world model, judge), so their bare names use
 the CTranslate2 engine wherever it is installed; ``transformers`` stays the reference and the fallback.
-The exception is the tree-mode world model ``smollm2-135m-wm``: its ~250-token pages loop under int8
-weights until the token limit (measured on the same 15 held-out transitions,
-``benchmarks/results/wm_tree_rank8*.json``: 0.33 of its outputs valid on the engine, 0.93 on
-transformers), so its bare name stays on ``transformers``. Write
-``transformers:smollm2-135m-judge`` for the reference, or set ``DYNAWEB_ENGINE=transformers`` to make
-every bare name resolve to it (``DYNAWEB_ENGINE=ct2`` makes a missing engine an error instead, and puts
-the tree world model on the engine too).
+Each adapter is converted to its own weight type (``ShippedAdapter.engine_quantization``): the judge to
+int8, whose verdicts match the reference's; both world models to float32, because int8 matrix products
+change their pages (measured on held-out transitions: the tree world model loops until the token limit,
+``benchmarks/results/wm_tree_rank8*.json``; the patch world model's strict F1 falls from 0.89 to 0.71,
+``benchmarks/results/engine_wm_check_batch8.json``), while float32 gives the reference's greedy tokens
+(``benchmarks/results/engine_fidelity.json``). Write ``transformers:smollm2-135m-judge`` for the
+reference, or set ``DYNAWEB_ENGINE=transformers`` to make every bare name resolve to it
+(``DYNAWEB_ENGINE=ct2`` makes a missing engine an error instead).
 
 Backends are cached per process: the same spec (and keyword arguments) returns the same loaded
 backend, so several envs sharing a world model never load it twice. Pass ``cache=False`` for a
@@ -95,7 +96,7 @@ def parse_backend_spec(spec: str | dict[str, Any]) -> dict[str, Any]:
     from ..models import EMBEDDED_MODELS, SHIPPED_ADAPTERS
 
     if text in SHIPPED_ADAPTERS and not colon:
-        return {"backend": default_engine(text), "model": text}
+        return {"backend": default_engine(), "model": text}
     if text in EMBEDDED_MODELS or text in SHIPPED_ADAPTERS or Path(text).expanduser().is_dir():
         return {"backend": "transformers", "model": text}
     raise ValueError(
@@ -185,13 +186,9 @@ def _openai_spec(rest: str, spec: str) -> dict[str, Any]:
     )
 
 
-def default_engine(name: str | None = None) -> str:
+def default_engine() -> str:
     """The backend bare shipped-adapter names resolve to: ``"ct2"`` where CTranslate2 is installed, else
     ``"transformers"``; :data:`ENGINE_ENV_VAR` overrides it.
-
-    Args:
-        name: The shipped adapter. One registered with ``engine_default=False`` (the world models, whose pages
-            lose fidelity under int8 weights) stays on ``"transformers"`` unless the variable says ``ct2``.
 
     Raises:
         ValueError: If the variable holds anything else.
@@ -201,11 +198,8 @@ def default_engine(name: str | None = None) -> str:
         raise ValueError(f"{ENGINE_ENV_VAR} must be auto, ct2 or transformers, got {choice!r}")
     if choice != "auto":
         return choice
-    from ..models import SHIPPED_ADAPTERS
     from .ct2_convert import engine_available
 
-    if name in SHIPPED_ADAPTERS and not SHIPPED_ADAPTERS[name].engine_default:
-        return "transformers"
     return "ct2" if engine_available() else "transformers"
 
 

@@ -23,13 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .base import Conversation, Generation, GenerationError, SamplingParams, chat_template_ids, checked_prompt_ids
-from .ct2_convert import (
-    DEFAULT_QUANTIZATION,
-    ENGINE_INFO_FILE,
-    import_ctranslate2,
-    is_engine_dir,
-    prepare_engine_model,
-)
+from .ct2_convert import ENGINE_INFO_FILE, engine_quantization, import_ctranslate2, is_engine_dir, prepare_engine_model
 from .transformers_backend import sequence_seeds, shared_prefix_length, stop_text
 
 DEFAULT_MAX_BATCH_SIZE = 16
@@ -136,7 +130,9 @@ class CT2Backend:
             (converted once into the cache), or a directory already converted by CTranslate2.
         tokenizer: The tokenizer; default: the one saved beside the converted model.
         device: ``"cpu"`` (default), ``"cuda"`` or ``"auto"``.
-        quantization: Weight type of the conversion (and the engine's compute type).
+        quantization: Weight type of the conversion (and the engine's compute type); default: the shipped
+            adapter's own (``float32`` for the world models), else ``int8``
+            (:func:`~dynaweb_env.llm.ct2_convert.engine_quantization`).
         max_batch_size: Most sequences decoded together.
         threads: CPU threads of the engine (default: the CPUs this process may use).
         workers: Engine calls run side by side (CTranslate2 ``inter_threads``), each on ``threads // workers``
@@ -156,7 +152,7 @@ class CT2Backend:
         tokenizer: Any = None,
         *,
         device: str | None = None,
-        quantization: str = DEFAULT_QUANTIZATION,
+        quantization: str | None = None,
         max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
         threads: int | None = None,
         workers: int = 1,
@@ -176,13 +172,17 @@ class CT2Backend:
         reference = os.fspath(model)
         directory = Path(reference).expanduser()
         try:
-            self.path = directory if is_engine_dir(directory) else prepare_engine_model(reference, quantization)
+            if is_engine_dir(directory):
+                self.path = directory
+            else:
+                self.path = prepare_engine_model(reference, quantization or engine_quantization(reference))
         except (OSError, RuntimeError) as error:
             raise GenerationError(f"cannot convert {reference!r} for CTranslate2: {error}") from error
-        self.compute_type = quantization
-        self.tokenizer = tokenizer if tokenizer is not None else self._load_tokenizer(self.path)
         info_file = self.path / ENGINE_INFO_FILE
         info = json.loads(info_file.read_text()) if info_file.is_file() else {}
+        # A converted directory computes in the type it was converted to (int8 would quantize float32 weights).
+        self.compute_type = quantization or info.get("quantization") or engine_quantization(reference)
+        self.tokenizer = tokenizer if tokenizer is not None else self._load_tokenizer(self.path)
         self.logits_temperature = float(info.get("logits_temperature", 1.0))
         self.eos_token_ids = self._eos_ids()
         self._lock = threading.Lock()

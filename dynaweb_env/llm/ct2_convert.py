@@ -27,8 +27,19 @@ from ..models import (
     resolve_model,
 )
 
-#: Weight quantization of converted models: int8 weights, float32 activations on a CPU.
+#: Weight type of converted models unless a shipped adapter registers its own: int8 weights, whose matrix
+#: products on a CPU quantize the activations to int8 too (CTranslate2's ``int8`` compute type).
 DEFAULT_QUANTIZATION = "int8"
+
+
+def engine_quantization(reference: str | os.PathLike[str]) -> str:
+    """The weight type a model reference is converted to when none is asked for: a shipped adapter's own
+    (:attr:`~dynaweb_env.models.ShippedAdapter.engine_quantization`), else :data:`DEFAULT_QUANTIZATION`."""
+    text = os.fspath(reference).strip()
+    adapter = SHIPPED_ADAPTERS.get(text.removeprefix("ct2:"))
+    return adapter.engine_quantization if adapter is not None else DEFAULT_QUANTIZATION
+
+
 #: Written into every converted directory: what it was converted from and how.
 ENGINE_INFO_FILE = "dynaweb_engine.json"
 
@@ -175,7 +186,7 @@ def _fingerprint(directory: Path) -> str:
     return digest.hexdigest()[:12]
 
 
-def engine_model_dir(reference: str | os.PathLike[str], quantization: str = "int8") -> Path:
+def engine_model_dir(reference: str | os.PathLike[str], quantization: str | None = None) -> Path:
     """Where the engine conversion of a model reference lives in the cache (prepared or not).
 
     Embedded names map to ``ct2/<name>-<quantization>``; shipped adapters and local directories add a
@@ -185,6 +196,7 @@ def engine_model_dir(reference: str | os.PathLike[str], quantization: str = "int
         ValueError: If the reference is neither an embedded name, a shipped adapter nor a local directory.
     """
     text = os.fspath(reference).strip()
+    quantization = quantization or engine_quantization(text)
     path = resolve_model(text)
     if not isinstance(path, Path):
         raise ValueError(f"the engine converts local models only; {text!r} is not one (no model hub is assumed)")
@@ -196,14 +208,14 @@ def engine_model_dir(reference: str | os.PathLike[str], quantization: str = "int
 
 
 def prepare_engine_model(
-    reference: str | os.PathLike[str], quantization: str = "int8", *, force: bool = False, verbose: bool = False
+    reference: str | os.PathLike[str], quantization: str | None = None, *, force: bool = False, verbose: bool = False
 ) -> Path:
     """Convert a model for CTranslate2 into the cache once, and return the converted directory.
 
     Args:
         reference: An embedded name, a shipped adapter name, or a local checkpoint or adapter directory.
             A LoRA adapter is merged into its base model (:func:`adapter_base`) before conversion.
-        quantization: CTranslate2 weight type (``int8``, ``float32``, ...).
+        quantization: CTranslate2 weight type (``int8``, ``float32``, ...); default: :func:`engine_quantization`.
         force: Convert again even if the entry exists.
         verbose: Print what is being done to stderr.
 
@@ -211,10 +223,11 @@ def prepare_engine_model(
         ValueError: If the reference names no local model.
         ImportError: If CTranslate2 is not installed.
     """
-    target = engine_model_dir(reference, quantization)
+    text = os.fspath(reference).strip()
+    quantization = quantization or engine_quantization(text)
+    target = engine_model_dir(text, quantization)
     if (target / MARKER_FILE).is_file() and not force:
         return target
-    text = os.fspath(reference).strip()
 
     def build(staging: Path) -> None:
         model, tokenizer = load_merged_model(text)
@@ -248,6 +261,7 @@ __all__ = [
     "import_ctranslate2",
     "engine_available",
     "engine_model_dir",
+    "engine_quantization",
     "is_engine_dir",
     "load_merged_model",
     "prepare_engine_model",
