@@ -177,6 +177,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default="all",
         help="where every DynaWeb run's dreams start: any recorded page (all, the paper) or each recording's first",
     )
+    parser.add_argument(
+        "--task-order",
+        choices=("shuffled", "balanced"),
+        default="shuffled",
+        help="order of every RL run's task queries: shuffled (TRL) or balanced (every task once before any again)",
+    )
     parser.add_argument("--tasks", nargs="+", default=list(DEFAULT_TASKS), help="tasks (default: the 9 shipped)")
     parser.add_argument(
         "--demonstrations",
@@ -235,6 +241,7 @@ def make_context(args: argparse.Namespace) -> Context:
         sft_seed=args.sft_seed,
         reward_guards=parse_reward_guards(args.reward_guards),
         dream_starts=args.dream_starts,
+        task_order=args.task_order,
         recorded=tuple(path.resolve() for path in args.reuse_recorded),
     )
 

@@ -22,6 +22,8 @@ from .sft_base import LoraSettings
 ENVIRONMENTS: tuple[str, ...] = ("dream", "real", "mix")
 #: Response styles of :func:`dynaweb_env.agent.policy_system_prompt`.
 RESPONSE_STYLES: tuple[str, ...] = ("compact", "paper")
+#: Orders of a run's task queries (``GSPOConfig.task_order``).
+TASK_ORDERS: tuple[str, ...] = ("shuffled", "balanced")
 #: Where the named presets live.
 PRESETS_DIR = Path(__file__).parent / "presets"
 
@@ -147,6 +149,9 @@ class GSPOConfig(GRPOConfig, DreamEnvSettings, LoraSettings):
             Parallel episodes per vector env; `None` runs a whole generation batch at once.
         tasks (`list[str]` or `None`, *optional*, defaults to `None`):
             Task ids to train on (e.g. `miniwob.click-button`); `None`: every task of the start states.
+        task_order (`str`, *optional*, defaults to `"shuffled"`):
+            Order of the task queries: `"shuffled"` (TRL's seeded shuffle) or `"balanced"` (every task once before
+            any task again, [`~dynaweb_trainer.task_queries.balanced_order`]; sets `shuffle_dataset=False`).
         real_task_seeds (`int`, *optional*, defaults to `16`):
             Task seeds per task in the real-environment query set (seeds `0 .. real_task_seeds - 1`).
         agent_max_steps (`int`, *optional*, defaults to `10`):
@@ -272,6 +277,13 @@ class GSPOConfig(GRPOConfig, DreamEnvSettings, LoraSettings):
     tasks: list[str] | None = field(
         default=None, metadata={"help": "Task ids to train on (default: every task of the start states)."}
     )
+    task_order: str = field(
+        default="shuffled",
+        metadata={
+            "help": "Task-query order: shuffled, or balanced (every task once before any task again).",
+            "choices": list(TASK_ORDERS),
+        },
+    )
     real_task_seeds: int = field(default=16, metadata={"help": "Task seeds per task for the real environment."})
     agent_max_steps: int = field(default=10, metadata={"help": "Most policy turns per episode (Table 3: 10)."})
 
@@ -320,6 +332,10 @@ class GSPOConfig(GRPOConfig, DreamEnvSettings, LoraSettings):
             self.tasks = [self.tasks]
         if self.environment not in ENVIRONMENTS:
             raise ValueError(f"environment must be one of {ENVIRONMENTS}, got {self.environment!r}")
+        if self.task_order not in TASK_ORDERS:
+            raise ValueError(f"task_order must be one of {TASK_ORDERS}, got {self.task_order!r}")
+        if self.task_order == "balanced":
+            self.shuffle_dataset = False  # the order is the point
         if self.response_style not in RESPONSE_STYLES:
             raise ValueError(f"response_style must be one of {RESPONSE_STYLES}, got {self.response_style!r}")
         for name in ("real_frac", "expert_frac"):

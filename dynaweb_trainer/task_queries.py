@@ -104,7 +104,8 @@ def build_task_prompts(
 
     ``dream``: one per start state. ``real``: one per (task, seed) with seeds
     ``0 .. real_task_seeds - 1``. ``mix``: ``max(#dream + #real, 64)`` prompts drawn (seeded with
-    ``args.seed``) so that a fraction ``real_frac`` of them is real.
+    ``args.seed``) so that a fraction ``real_frac`` of them is real. With ``task_order="balanced"`` they come
+    in :func:`balanced_order` (and the trainer does not shuffle them).
     """
     dream = [
         make_task_prompt("dream", state.task_id, {START_STATE_ID: key})
@@ -129,7 +130,30 @@ def build_task_prompts(
         prompts += [dream[i] for i in rng.integers(len(dream), size=total - num_real)]
     if not prompts:
         raise ValueError(f"no task queries for --env {args.environment}: check --tasks and the start states")
-    return prompts
+    return balanced_order(prompts, args.seed) if args.task_order == "balanced" else prompts
+
+
+def balanced_order(prompts: Sequence[str], seed: int) -> list[str]:
+    """``prompts`` reordered so that every task comes once before any task comes again.
+
+    Round after round, one prompt of each task that has prompts left, the tasks in a new seeded order each
+    round, each task's prompts in a seeded order. With one task query per update, ``n`` updates then train
+    ``min(n, #tasks)`` different tasks; in a shuffled dataset the tasks with more start states (multi-step
+    tasks give one per page) crowd out the others, and which tasks a short run trains differs from seed to
+    seed.
+    """
+    rng = np.random.default_rng(seed)
+    by_task: dict[str, list[str]] = {}
+    for prompt in prompts:
+        by_task.setdefault(parse_task_prompt(prompt)["task_id"], []).append(prompt)
+    queues = {task: [items[i] for i in rng.permutation(len(items))] for task, items in sorted(by_task.items())}
+    ordered: list[str] = []
+    while queues:
+        for task in rng.permutation(sorted(queues)):
+            ordered.append(queues[task].pop())
+            if not queues[task]:
+                del queues[task]
+    return ordered
 
 
 def build_train_dataset(args: GSPOConfig) -> tuple[Any, list[str], StartStateIndex | None]:
@@ -160,6 +184,7 @@ __all__ = [
     "ENV_KINDS",
     "START_STATE_ID",
     "StartStateIndex",
+    "balanced_order",
     "build_task_prompts",
     "build_train_dataset",
     "load_start_state_index",

@@ -130,6 +130,20 @@ def test_dream_starts_first_is_a_dynaweb_flag_and_another_run(tmp_path):
     assert claims.aggregate("table1", list(first.values()), ctx, "cmd")["config"]["dream_starts"] == "first"
 
 
+def test_balanced_task_order_is_a_flag_of_every_rl_run_and_another_run(tmp_path):
+    paper_ctx = claims.make_context(claims.parse_args(["table1", "--runs-dir", str(tmp_path)]))
+    paper = {run.name: run for run in claims.plan("table1", paper_ctx)}
+    ctx = claims.make_context(claims.parse_args(["table1", "--task-order", "balanced", "--runs-dir", str(tmp_path)]))
+    balanced = {run.name: run for run in claims.plan("table1", ctx)}
+    for arm in ("gspo-real-seed0", "dynaweb-seed0"):  # both arms, so that the comparison stays like for like
+        assert "--task-order balanced" in balanced[arm].train.command
+        assert "--task-order" not in paper[arm].train.command  # the paper's runs keep their hash
+        assert "balanced" in balanced[arm].train.output_dir.name
+        assert balanced[arm].train.output_dir.name != paper[arm].train.output_dir.name
+    assert balanced["sft-seed0"].sft.output_dir.name == paper["sft-seed0"].sft.output_dir.name  # the same SFT start
+    assert claims.aggregate("table1", list(balanced.values()), ctx, "cmd")["config"]["task_order"] == "balanced"
+
+
 def test_identical_runs_are_shared_across_experiments_and_configs_are_not(tmp_path):
     ctx = claims.make_context(claims.parse_args(["table1", "--runs-dir", str(tmp_path)]))
     table1 = {run.name: run for run in claims.plan("table1", ctx)}

@@ -11,6 +11,7 @@ from dynaweb_trainer.config import GSPOConfig
 from dynaweb_trainer.task_queries import (
     START_STATE_ID,
     StartStateIndex,
+    balanced_order,
     build_task_prompts,
     load_start_state_index,
     parse_task_prompt,
@@ -42,3 +43,31 @@ def test_repeated_trajectory_ids_get_distinct_ids_and_unknown_ids_are_refused():
         index.resolve({START_STATE_ID: "nope@0"})
     with pytest.raises(ValueError, match="malformed"):
         parse_task_prompt(json.dumps({"env": "moon", "options": {}}))
+
+
+def test_balanced_order_trains_every_task_before_any_task_again():
+    args = GSPOConfig(output_dir="/tmp/unused", environment="dream", task_order="balanced", seed=3)
+    assert args.shuffle_dataset is False  # TRL's sampler must keep the order
+    index = load_start_state_index(args)
+    prompts = build_task_prompts(args, index)
+    tasks = [parse_task_prompt(prompt)["task_id"] for prompt in prompts]
+    counts = {task: tasks.count(task) for task in set(tasks)}
+    assert len(counts) >= 9 and max(counts.values()) > 2 * min(counts.values())  # unequal, as shipped
+    assert sorted(prompts) == sorted(build_task_prompts(GSPOConfig(output_dir="/tmp/unused"), index))
+    first_round = tasks[: len(counts)]
+    assert len(set(first_round)) == len(counts)
+    for start in range(0, min(counts.values()) * len(counts), len(counts)):  # full rounds while every task lasts
+        assert len(set(tasks[start : start + len(counts)])) == len(counts)
+    assert balanced_order(prompts, 3) == balanced_order(prompts, 3)
+    assert balanced_order(prompts, 3)[: len(counts)] != balanced_order(prompts, 4)[: len(counts)]
+
+
+def test_trl_sampler_yields_balanced_queries_in_order():
+    from trl.trainer.grpo_trainer import RepeatSampler
+
+    args = GSPOConfig(output_dir="/tmp/unused", environment="real", task_order="balanced", real_task_seeds=3)
+    prompts = build_task_prompts(args, None, ["miniwob.a", "miniwob.b", "miniwob.c"])
+    sampler = RepeatSampler(prompts, mini_repeat_count=4, batch_size=1, repeat_count=1, shuffle=args.shuffle_dataset)
+    groups = [prompts[index] for index in list(sampler)[::4]]
+    assert groups == prompts
+    assert len({parse_task_prompt(prompt)["task_id"] for prompt in groups[:3]}) == 3

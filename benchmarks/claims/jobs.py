@@ -158,6 +158,8 @@ class Context:
     reward_guards: dict[str, Any] | None = None
     #: Where dreams start: ``"all"`` recorded pages (the paper), or only each recording's ``"first"``.
     dream_starts: str = "all"
+    #: Order of every RL run's task queries (``dynaweb-train --task-order``): ``"shuffled"`` or ``"balanced"``.
+    task_order: str = "shuffled"
     #: Committed results files whose runs stand in for runs of identical commands with no outputs on disk.
     recorded: tuple[Path, ...] = ()
 
@@ -313,9 +315,13 @@ def train_job(ctx: Context, arm: Arm, seed: int, start: Job) -> Job:
     if b.train_learning_rate is not None:
         flags["--learning-rate"] = b.train_learning_rate
     flags.update(arm.train_flags)
+    balanced = ctx.task_order == "balanced"
+    if balanced:  # only when set, so that the paper's runs keep their commands and hashes
+        flags["--task-order"] = "balanced"
     flags["--save-steps"] = b.save_steps
     # Named by the configuration, not the arm: the same run in two experiments is the same directory.
-    name = "-".join(part for part in (arm.method, describe(arm.train_flags), f"seed{seed}") if part)
+    parts = (arm.method, describe(arm.train_flags), "balanced" if balanced else "", f"seed{seed}")
+    name = "-".join(part for part in parts if part)
     return make_job(ctx, name, "dynaweb-train", [*to_args(flags), "--resume"], "--output-dir", "summary.json")
 
 
