@@ -7,8 +7,9 @@ Every measurement runs both engines on the same prompts, interleaved (transforme
 by prompt), so that the load of a shared machine falls on both alike: the absolute figures move with the
 load, the ratios are what count. Saved to ``benchmarks/results/engine_throughput.json`` with a PNG beside it.
 
-- ``world_model_single`` / ``world_model_batched``: the shipped world model (``smollm2-135m-wm``) on the
-  dream start states' world-model prompts (~1,000 tokens), greedy, one prompt at a time and all at once.
+- ``world_model_single`` / ``world_model_batched``: the default world model (``smollm2-135m-wm-patch``, on the
+  engine at its own weight type, float32; ``--quantization int8`` for another) on the dream start states'
+  world-model prompts (~1,000 tokens), greedy, one prompt at a time and all at once.
 - ``world_model_batched_sampled``: the same batch sampled as dreams sample it (temperature 0.7, seeded): a
   seeded sampling call samples on a spare engine instance loaded in the background (see ``CT2Backend``).
 - ``policy_single`` / ``policy_batched``: the policy (``smollm2-135m``) on its first-turn prompts, sampled
@@ -46,6 +47,7 @@ from env_throughput import TimedBackend, bench_dream, dream_start_states
 from dynaweb_env.agent import policy_system_prompt
 from dynaweb_env.llm import make_backend
 from dynaweb_env.llm.base import SamplingParams
+from dynaweb_env.models import DEFAULT_WORLD_MODEL
 from dynaweb_env.world_model import WebWorldModel, WorldModelRequest
 from dynaweb_env.world_model.model import DEFAULT_MAX_AXTREE_CHARS, DEFAULT_MAX_NEW_TOKENS
 
@@ -92,17 +94,23 @@ def side_by_side(backends: dict[str, Any], prompts: list, params: SamplingParams
     return result
 
 
-def engine_backend(name: str, model: str, workers: int) -> Any:
-    """The ``name`` engine's backend for ``model``; the CTranslate2 one with ``workers`` engine workers."""
-    return make_backend(f"{name}:{model}", **({"workers": workers} if name == "ct2" and workers > 1 else {}))
+def engine_backend(name: str, model: str, workers: int, quantization: str | None = None) -> Any:
+    """The ``name`` engine's backend for ``model``; the CTranslate2 one with ``workers`` engine workers and
+    ``quantization`` weights (default: the model's own, :func:`dynaweb_env.llm.ct2_convert.engine_quantization`)."""
+    if name != "ct2":
+        return make_backend(f"{name}:{model}")
+    options = {"workers": workers} if workers > 1 else {}
+    return make_backend(f"ct2:{model}", **options, **({"quantization": quantization} if quantization else {}))
 
 
-def world_model_prompts(states, actions, world_model: str = "smollm2-135m-wm") -> list:
-    """The world model's prompts for ``states`` and ``actions``, in the prompt style it was trained on."""
-    from dynaweb_env.models import model_prompt_style
+def world_model_prompts(states, actions, world_model: str = DEFAULT_WORLD_MODEL) -> list:
+    """The world model's prompts for ``states`` and ``actions``, in the prompt style and output mode it was
+    trained for."""
+    from dynaweb_env.models import model_prompt_style, world_model_output_mode
 
     model = WebWorldModel.__new__(WebWorldModel)  # only its prompt building: no backend needed
-    model.max_axtree_chars, model.output_mode = DEFAULT_MAX_AXTREE_CHARS, "tree"
+    model.max_axtree_chars = DEFAULT_MAX_AXTREE_CHARS
+    model.output_mode = world_model_output_mode(world_model) or "tree"
     model.prompt_style = model_prompt_style(world_model)
     return [
         model.build_messages(WorldModelRequest(state.goal, state.url, state.axtree, action))
@@ -120,12 +128,14 @@ def policy_prompts(tokenizer: Any, states) -> list:
     return [encoder.conversation(observation) for observation in observations]
 
 
-def dream_step(world_model: str, states, actions, save_partial, workers: int = 1) -> dict[str, Any]:
+def dream_step(
+    world_model: str, states, actions, save_partial, workers: int = 1, quantization: str | None = None
+) -> dict[str, Any]:
     """8 dreams batched vs one by one, for each engine (the engine first: its ratio is the goal), each pair
     back to back so that the within-engine ratio sees the same load; ``save_partial`` after every run."""
     result: dict[str, Any] = {name: {} for name in ENGINES}
     for name in ("ct2", "transformers"):
-        backend = TimedBackend(engine_backend(name, world_model, workers))
+        backend = TimedBackend(engine_backend(name, world_model, workers, quantization))
         for key, batched in (("batched", True), ("one_by_one", False)):
             result[name][key] = bench_dream(backend, states, actions, DEFAULT_MAX_NEW_TOKENS, batched=batched)
             save_partial(result)
@@ -216,7 +226,7 @@ def commands_before_after(demo: bool, gspo_step: bool, timeout: int) -> dict[str
 def generation_sections(args: argparse.Namespace, states, actions, results: dict, save) -> None:
     """World-model and policy tokens/s, single stream and batched, both engines interleaved."""
     greedy = SamplingParams(max_new_tokens=args.new_tokens, temperature=0.0)
-    backends = {name: engine_backend(name, args.world_model, args.workers) for name in ENGINES}
+    backends = {name: engine_backend(name, args.world_model, args.workers, args.quantization) for name in ENGINES}
     prompts = world_model_prompts(states, actions, args.world_model)
     if args.single:
         print("world model, one prompt at a time ...", flush=True)
@@ -229,6 +239,8 @@ def generation_sections(args: argparse.Namespace, states, actions, results: dict
     sampled = SamplingParams(max_new_tokens=args.new_tokens, temperature=0.7, top_p=0.9, seed=0)
     results["world_model_batched_sampled"] = side_by_side(backends, prompts, sampled, batched=True)
     save()
+    if args.skip_policy:
+        return
     backends = {name: engine_backend(name, args.policy, args.workers) for name in ENGINES}
     rollout = SamplingParams(max_new_tokens=args.policy_tokens, temperature=0.7, top_p=0.9, seed=0)
     prompts = policy_prompts(backends["transformers"].tokenizer, states)
@@ -242,9 +254,18 @@ def generation_sections(args: argparse.Namespace, states, actions, results: dict
     del backends
 
 
+def engine_quantization_of(args: argparse.Namespace) -> str:
+    from dynaweb_env.llm.ct2_convert import engine_quantization
+
+    return args.quantization or engine_quantization(args.world_model)
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--world-model", default="smollm2-135m-wm", help="shipped or local world model")
+    parser.add_argument("--world-model", default=DEFAULT_WORLD_MODEL, help="shipped or local world model")
+    parser.add_argument(
+        "--quantization", help="engine weight type of the world model (default: its own, float32 for the shipped)"
+    )
     parser.add_argument("--policy", default="smollm2-135m", help="policy model")
     parser.add_argument("--prompts", type=int, default=8, help="prompts per measurement")
     parser.add_argument("--single", type=int, default=4, help="of which measured one at a time (0: skip)")
@@ -253,6 +274,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--workers", type=int, default=1, help="CTranslate2 engine workers (CT2Backend workers)")
     parser.add_argument("--skip-dream", action="store_true", help="skip the 8-dream vector step")
     parser.add_argument("--skip-generate", action="store_true", help="skip the tokens/s sections")
+    parser.add_argument("--skip-policy", action="store_true", help="skip the policy tokens/s sections")
     parser.add_argument("--update", action="store_true", help="add to --output's results instead of replacing them")
     parser.add_argument("--demo", action="store_true", help="also time `dynaweb-dream --policy expert`")
     parser.add_argument("--gspo-step", action="store_true", help="also time one dynaweb-train dream update")
@@ -266,7 +288,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "commands": [*results.get("commands", []), command],
         "note": NOTE,
         "machine": {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count()},
-        "engine": f"CTranslate2 int8 (dynaweb_env.llm.ct2_backend.CT2Backend, workers={args.workers})",
+        "engine": f"CTranslate2, world model {engine_quantization_of(args)}, policy int8 "
+        f"(dynaweb_env.llm.ct2_backend.CT2Backend, workers={args.workers})",
         "load_average_at_start": [round(value, 1) for value in os.getloadavg()],
     })  # fmt: skip
     args.output.parent.mkdir(parents=True, exist_ok=True)
@@ -284,7 +307,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             results["dream_vector_step"] = partial
             save()
 
-        results["dream_vector_step"] = dream_step(args.world_model, states[:8], actions[:8], save_partial, args.workers)
+        results["dream_vector_step"] = dream_step(
+            args.world_model, states[:8], actions[:8], save_partial, args.workers, args.quantization
+        )
         save()
     if args.sync:
         print("policy weight sync (--use-engine) ...", flush=True)
