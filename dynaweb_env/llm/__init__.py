@@ -12,8 +12,8 @@ Spec                            Backend
                                 is installed, else transformers (see "Engine defaults" below)
 ``ct2:<ref>``                   CTranslate2 (``pip install dynaweb[engine]``): an embedded name, a shipped
                                 adapter, a local checkpoint or adapter directory (converted once into
-                                the cache, adapters merged; int8, or a shipped adapter's own weight
-                                type), or an already converted directory
+                                the cache, adapters merged, float32 weights), or an already converted
+                                directory
 ``/path/to/checkpoint``         local checkpoint directory (also ``./rel`` or ``~/...``), transformers
 ``hf:<id-or-path>``             transformers ``from_pretrained(<id>)`` (a hub id needs network access)
 ``transformers:<ref>``          same as the bare forms above, spelled out
@@ -33,12 +33,11 @@ A dict names the backend and its constructor arguments:
 
 Engine defaults: the shipped adapters are frozen models (world model, judge), so their bare names use
 the CTranslate2 engine wherever it is installed; ``transformers`` stays the reference and the fallback.
-Each adapter is converted to its own weight type (``ShippedAdapter.engine_quantization``): the judge to
-int8, whose verdicts match the reference's; both world models to float32, because int8 matrix products
-change their pages (measured on held-out transitions: the tree world model loops until the token limit,
-``benchmarks/results/wm_tree_rank8*.json``; the patch world model's strict F1 falls from 0.89 to 0.71,
-``benchmarks/results/engine_wm_check_batch8.json``), while float32 gives the reference's greedy tokens
-(``benchmarks/results/engine_fidelity.json``). Write ``transformers:smollm2-135m-judge`` for the
+The engine copies are float32: they give the reference's greedy tokens, where int8 matrix products change
+the world models' pages (on held-out transitions the tree world model loops until the token limit,
+``benchmarks/results/wm_tree_rank8*.json``, and the patch world model's strict F1 falls from 0.86 to 0.73,
+``benchmarks/results/engine_fidelity.json``). ``make_backend("ct2:<ref>", quantization="int8")`` asks for
+int8 all the same. Write ``transformers:smollm2-135m-judge`` for the
 reference, or set ``DYNAWEB_ENGINE=transformers`` to make every bare name resolve to it
 (``DYNAWEB_ENGINE=ct2`` makes a missing engine an error instead).
 

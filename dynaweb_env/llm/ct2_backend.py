@@ -1,9 +1,10 @@
 """Batched CPU generation with CTranslate2, a purpose-built inference engine (``pip install dynaweb[engine]``).
 
-CTranslate2 runs a converted, int8-quantized copy of a transformers checkpoint: no per-token Python
-overhead and int8 GEMMs, so the world model, the judge and policy rollouts generate several times
-faster than with :class:`~dynaweb_env.llm.transformers_backend.TransformersBackend` on a CPU
-(``benchmarks/engine_throughput.py``). :func:`~dynaweb_env.llm.ct2_convert.convert_model` converts a loaded model;
+CTranslate2 runs a converted copy of a transformers checkpoint without per-token Python overhead. In
+float32 (the default) it gives :class:`~dynaweb_env.llm.transformers_backend.TransformersBackend`'s greedy
+tokens and is faster one prompt at a time; int8 weights (``quantization="int8"``, the policy's rollouts
+with ``--use-engine``) are faster still but change outputs (``benchmarks/engine_fidelity.py``,
+``benchmarks/engine_throughput.py``). :func:`~dynaweb_env.llm.ct2_convert.convert_model` converts a loaded model;
 :func:`dynaweb_env.llm.ct2_convert.prepare_engine_model` converts a named or local model once into the cache.
 
 ctranslate2 is imported only when a backend is built or a model converted, so the rest of the project
@@ -23,7 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from .base import Conversation, Generation, GenerationError, SamplingParams, chat_template_ids, checked_prompt_ids
-from .ct2_convert import ENGINE_INFO_FILE, engine_quantization, import_ctranslate2, is_engine_dir, prepare_engine_model
+from .ct2_convert import (
+    DEFAULT_QUANTIZATION,
+    ENGINE_INFO_FILE,
+    import_ctranslate2,
+    is_engine_dir,
+    prepare_engine_model,
+)
 from .transformers_backend import sequence_seeds, shared_prefix_length, stop_text
 
 DEFAULT_MAX_BATCH_SIZE = 16
@@ -98,8 +105,8 @@ class CT2Backend:
     """A :class:`~dynaweb_env.llm.base.GenerationBackend` over a CTranslate2 ``Generator`` (CPU or CUDA).
 
     The model is converted once (:func:`dynaweb_env.llm.ct2_convert.prepare_engine_model`: LoRA adapters merged
-    into their base, int8 weights) and cached. Prompts are tokenized with the model's own tokenizer and
-    chat template, so ``prompt_ids`` are what the engine saw, as with
+    into their base, float32 weights unless asked otherwise) and cached. Prompts are tokenized with the model's
+    own tokenizer and chat template, so ``prompt_ids`` are what the engine saw, as with
     :class:`~dynaweb_env.llm.transformers_backend.TransformersBackend`, whose conventions it follows:
 
     - ``completion_ids`` end with the end-of-sequence token when one ended the sequence (``finish_reason``
@@ -130,9 +137,9 @@ class CT2Backend:
             (converted once into the cache), or a directory already converted by CTranslate2.
         tokenizer: The tokenizer; default: the one saved beside the converted model.
         device: ``"cpu"`` (default), ``"cuda"`` or ``"auto"``.
-        quantization: Weight type of the conversion (and the engine's compute type); default: the shipped
-            adapter's own (``float32`` for the world models), else ``int8``
-            (:func:`~dynaweb_env.llm.ct2_convert.engine_quantization`).
+        quantization: Weight type of the conversion (and the engine's compute type); default: a converted
+            directory's own, else ``float32`` (:data:`~dynaweb_env.llm.ct2_convert.DEFAULT_QUANTIZATION`:
+            ``int8`` is faster but changes outputs).
         max_batch_size: Most sequences decoded together.
         threads: CPU threads of the engine (default: the CPUs this process may use).
         workers: Engine calls run side by side (CTranslate2 ``inter_threads``), each on ``threads // workers``
@@ -175,13 +182,13 @@ class CT2Backend:
             if is_engine_dir(directory):
                 self.path = directory
             else:
-                self.path = prepare_engine_model(reference, quantization or engine_quantization(reference))
+                self.path = prepare_engine_model(reference, quantization or DEFAULT_QUANTIZATION)
         except (OSError, RuntimeError) as error:
             raise GenerationError(f"cannot convert {reference!r} for CTranslate2: {error}") from error
         info_file = self.path / ENGINE_INFO_FILE
         info = json.loads(info_file.read_text()) if info_file.is_file() else {}
         # A converted directory computes in the type it was converted to (int8 would quantize float32 weights).
-        self.compute_type = quantization or info.get("quantization") or engine_quantization(reference)
+        self.compute_type = quantization or info.get("quantization") or DEFAULT_QUANTIZATION
         self.tokenizer = tokenizer if tokenizer is not None else self._load_tokenizer(self.path)
         self.logits_temperature = float(info.get("logits_temperature", 1.0))
         self.eos_token_ids = self._eos_ids()
