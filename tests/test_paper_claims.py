@@ -130,6 +130,14 @@ def test_dream_starts_first_is_a_dynaweb_flag_and_another_run(tmp_path):
     assert claims.aggregate("table1", list(first.values()), ctx, "cmd")["config"]["dream_starts"] == "first"
 
 
+def test_a_backend_prefixed_world_model_names_a_plain_directory(tmp_path):
+    args = ["dreams_only", "--world-model", "transformers:smollm2-135m-wm-patch", "--runs-dir", str(tmp_path)]
+    runs = {run.name: run for run in claims.plan("dreams_only", claims.make_context(claims.parse_args(args)))}
+    name = runs["dynaweb-dreams-seed0"].train.output_dir.name
+    assert ":" not in name and "smollm2-135m-wm-patch" in name
+    assert "--world-model transformers:smollm2-135m-wm-patch" in runs["dynaweb-dreams-seed0"].train.command
+
+
 def test_balanced_task_order_is_a_flag_of_every_rl_run_and_another_run(tmp_path):
     paper_ctx = claims.make_context(claims.parse_args(["table1", "--runs-dir", str(tmp_path)]))
     paper = {run.name: run for run in claims.plan("table1", paper_ctx)}

@@ -12,6 +12,7 @@ import hashlib
 import itertools
 import json
 import os
+import re
 import shlex
 import sys
 from collections.abc import Sequence
@@ -337,7 +338,8 @@ def describe(flags: dict[str, Any]) -> str:
     """A short readable name of an arm's training settings (the hash in the directory name is the exact one)."""
     if flags.get("--env") != "dream":
         return ""
-    world_model = str(flags.get("--world-model", "shipped")).strip("/").replace("/", "_")[-24:]
+    # Only word characters, dots and dashes: a spec's "ct2:" or "transformers:" must not put a colon in a path.
+    world_model = re.sub(r"[^\w.-]+", "_", str(flags.get("--world-model", "shipped")).strip("/"))[-24:]
     guarded = "-guarded" if "--reward-guards" in flags else ""
     return f"dl{flags['--dream-length']}-ef{flags['--expert-frac']}-wm_{world_model}{guarded}"
 
