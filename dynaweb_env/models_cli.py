@@ -18,6 +18,7 @@ from .models import (
     model_dir,
     prepare_model,
 )
+from .llm.ct2_convert import DEFAULT_QUANTIZATION  # imports no engine: that waits for a conversion
 from .models import __doc__ as MODELS_DOC
 
 
@@ -30,7 +31,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     prepare.add_argument("--force", action="store_true", help="rebuild even if already prepared")
     engine = sub.add_parser("engine", help="convert models for the CTranslate2 engine (default: the shipped adapters)")
     engine.add_argument("references", nargs="*", metavar="REF", help="embedded or shipped names, or directories")
-    engine.add_argument("--quantization", default="float32", help="CTranslate2 weight type (default: float32)")
+    engine.add_argument(
+        "--quantization", default=DEFAULT_QUANTIZATION, help=f"CTranslate2 weight type (default: {DEFAULT_QUANTIZATION})"
+    )
     engine.add_argument("--force", action="store_true", help="convert again even if already converted")
     sub.add_parser("list", help="list named models and whether they are prepared")
     ship = sub.add_parser("ship", help="copy a trained adapter directory into the package as a shipped adapter")
