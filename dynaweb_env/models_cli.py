@@ -9,6 +9,7 @@ import argparse
 import json
 from collections.abc import Sequence
 
+from .llm.ct2_convert import DEFAULT_QUANTIZATION  # imports no engine: that waits for a conversion
 from .models import (
     ADAPTER_CONFIG_FILE,
     EMBEDDED_MODELS,
@@ -18,7 +19,6 @@ from .models import (
     model_dir,
     prepare_model,
 )
-from .llm.ct2_convert import DEFAULT_QUANTIZATION  # imports no engine: that waits for a conversion
 from .models import __doc__ as MODELS_DOC
 
 
@@ -32,7 +32,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     engine = sub.add_parser("engine", help="convert models for the CTranslate2 engine (default: the shipped adapters)")
     engine.add_argument("references", nargs="*", metavar="REF", help="embedded or shipped names, or directories")
     engine.add_argument(
-        "--quantization", default=DEFAULT_QUANTIZATION, help=f"CTranslate2 weight type (default: {DEFAULT_QUANTIZATION})"
+        "--quantization", default=DEFAULT_QUANTIZATION, help=f"weight type (default: {DEFAULT_QUANTIZATION})"
     )
     engine.add_argument("--force", action="store_true", help="convert again even if already converted")
     sub.add_parser("list", help="list named models and whether they are prepared")
