@@ -25,7 +25,12 @@ onto their embedded base model, see :func:`adapter_base`):
 - ``smollm2-135m-judge``: the trajectory judge, ``smollm2-135m`` fine-tuned by ``dynaweb-train-wm
   --examples judge --judge_prefixes last`` (compact prompts, which leave out the agent's reasoning) on the
   real outcomes of the large dataset's train split (24 tasks, :data:`~dynaweb_env.data.shipped.LARGE_DATA_DIR`;
-  ``judge="smollm2-135m-judge"`` in ``DreamWeb-v0``, ``--judge smollm2-135m-judge`` in ``dynaweb-train``).
+  the judge of the runs recorded in ``benchmarks/results/paper_claims_*.json``).
+- ``smollm2-135m-judge-dagger``: the trajectory judge trained further on the dreams it misjudged (DAgger): from
+  a grounded-prompt judge, on dreams of dreams-only training runs relabelled by their real replays, near-miss
+  pages and real outcomes (:data:`~dynaweb_env.data.shipped.DREAMED_JUDGE_DATA_DIR`); prompted in the ``grounded``
+  style recorded beside it. The default judge (:data:`TRAINED_JUDGE`: ``--judge`` of ``dynaweb-train``'s
+  ``cpu-small`` preset, ``dynaweb-dream``, the paper's-claims benchmark).
 
 Preparing is idempotent and atomic: a model is written to a temporary directory and renamed into
 place only when complete, so an interrupted conversion never leaves a broken cache entry.
@@ -252,10 +257,16 @@ SHIPPED_ADAPTERS: dict[str, ShippedAdapter] = {
         "smollm2-135m-judge",
         "trajectory judge: smollm2-135m + LoRA from dynaweb-train-wm --examples judge on the large MiniWoB++ data",
     ),
+    "smollm2-135m-judge-dagger": ShippedAdapter(
+        "smollm2-135m-judge-dagger",
+        "smollm2-135m-judge-dagger",
+        "trajectory judge, DAgger: smollm2-135m-judge's successor retrained on replayed dreams it misjudged",
+    ),
 }
 #: The shipped trained judge: what the ``cpu-small`` preset, ``dynaweb-dream`` and the paper's-claims
-#: benchmark judge dreams with (the prompted 135M model never says SUCCESS).
-TRAINED_JUDGE = "smollm2-135m-judge"
+#: benchmark judge dreams with (the prompted 135M model never says SUCCESS). On dreams replayed on their real
+#: pages it agrees with the real outcome far more often than ``smollm2-135m-judge`` (README, "DAgger round 2").
+TRAINED_JUDGE = "smollm2-135m-judge-dagger"
 #: The world model ``DreamWeb-v0`` uses for each output mode when none is named.
 DEFAULT_WORLD_MODELS: dict[str, str] = {
     adapter.output_mode: name for name, adapter in SHIPPED_ADAPTERS.items() if adapter.output_mode

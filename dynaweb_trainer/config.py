@@ -168,7 +168,7 @@ class GSPOConfig(GRPOConfig, DreamEnvSettings, LoraSettings):
             world model's recorded mode (`"patch"` when no world model is named), else `"tree"`.
         judge (`str` or `None`, *optional*, defaults to `None`):
             Judge backend spec; `None` reuses the world model's backend (the paper's setting: one LLM). The
-            `cpu-small` preset sets the shipped trained judge `"smollm2-135m-judge"`.
+            `cpu-small` preset sets the shipped trained judge `"smollm2-135m-judge-dagger"`.
         world_model_temperature (`float`, *optional*, defaults to `0.7`):
             World-model sampling temperature (Table 3).
         world_model_max_new_tokens (`int`, *optional*, defaults to `768`):

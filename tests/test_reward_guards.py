@@ -14,7 +14,7 @@ from dynaweb_env.envs.dream import DreamWebEnv, build_dynamics
 from dynaweb_env.envs.dream_guards import RewardGuards
 from dynaweb_env.envs.dream_vector import DreamWebVectorEnv
 from dynaweb_env.llm.base import Generation
-from dynaweb_env.models import SHIPPED_ADAPTERS, WORLD_MODEL_INFO_FILE, model_prompt_style
+from dynaweb_env.models import SHIPPED_ADAPTERS, TRAINED_JUDGE, WORLD_MODEL_INFO_FILE, model_prompt_style
 from dynaweb_env.observation import axtree_element_ids
 from dynaweb_env.world_model import format_world_model_target
 from dynaweb_env.world_model.judge import (
@@ -199,6 +199,7 @@ def test_trained_models_are_prompted_in_the_style_they_were_trained_on(tmp_path,
     }
     assert {name: model_prompt_style(name) for name in SHIPPED_ADAPTERS} == recorded  # as each was trained
     assert recorded["smollm2-135m-judge"] == "compact"  # the judge retrained on the large data
+    assert recorded[TRAINED_JUDGE] == "grounded"  # its DAgger successor, the default judge
     assert model_prompt_style("smollm2-135m") == "paper"  # a prompted model
     (tmp_path / WORLD_MODEL_INFO_FILE).write_text(json.dumps({"output_mode": "tree", "prompt_style": "compact"}))
     assert model_prompt_style(tmp_path) == "compact"
@@ -208,6 +209,7 @@ def test_trained_models_are_prompted_in_the_style_they_were_trained_on(tmp_path,
     assert dynamics.judge.votes == 3
     shipped = build_dynamics("smollm2-135m-wm", "smollm2-135m-judge", 3, 0.7, 16, 16, 100)
     assert shipped.world_model.prompt_style == recorded["smollm2-135m-wm"] and shipped.judge.prompt_style == "compact"
+    assert build_dynamics("smollm2-135m-wm", TRAINED_JUDGE, 3, 0.7, 16, 16, 100).judge.prompt_style == "grounded"
 
 
 # --- real models: the shipped world model and judge on shipped start pages ------------------------

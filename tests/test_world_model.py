@@ -316,13 +316,15 @@ def test_world_model_and_judge_on_smollm2_with_short_generation():
     print(f"smollm2: one world-model request x 16 tokens in {elapsed:.1f}s; output: {predictions[0].raw!r}")
 
 
-def test_shipped_judge_tells_held_out_successes_from_their_cuts():
-    """The shipped trained judge (``smollm2-135m-judge``) on real held-out MiniWoB++ trajectories it never saw.
+@pytest.mark.parametrize("judge_name", ["smollm2-135m-judge", "smollm2-135m-judge-dagger"])
+def test_shipped_judge_tells_held_out_successes_from_their_cuts(judge_name):
+    """Each shipped trained judge on real held-out MiniWoB++ trajectories it never saw.
 
     The first test-split trajectory of every task of the small shipped data, each as recorded (a real success) and
     cut before its last action (the task left unfinished). The prompted base model says FAILURE to every case
-    (``benchmarks/results/judge_accuracy.json``), which scores 0.5 here. The judge reads no agent reasoning, and on
-    held-out seeds of the large data it scores 0.89, weakest on one-click tasks (``heldout2_judge_noreasons.json``).
+    (``benchmarks/results/judge_accuracy.json``), which scores 0.5 here. The judges read no agent reasoning. On
+    held-out seeds of the large data ``smollm2-135m-judge`` scores 0.89, weakest on one-click tasks
+    (``heldout2_judge_noreasons.json``), and ``smollm2-135m-judge-dagger`` 0.95 (``judge_dagger2/``).
     """
     from dynaweb_env.data.shipped import EXPERT_TRAJECTORIES as BUILTIN_TRAJECTORIES
     from dynaweb_env.llm import make_backend
@@ -335,12 +337,12 @@ def test_shipped_judge_tells_held_out_successes_from_their_cuts():
         if trajectory.success:
             first_of_task.setdefault(trajectory.task_id, trajectory)
     cases = judge_cases(list(first_of_task.values()))
-    # The judge was trained on compact prompts; the paper prompt puts it off its training distribution (it then
-    # answers a bare 'VERDICT' on about half the cases), so the test reads the style recorded beside its weights.
+    # The judges were trained on compact or grounded prompts; the paper prompt puts them off their training
+    # distribution (a bare 'VERDICT' on about half the cases), so the test reads the style recorded beside the weights.
     judge = TrajectoryJudge(
-        make_backend("smollm2-135m-judge"),
+        make_backend(judge_name),
         SamplingParams(temperature=0.0, max_new_tokens=48),
-        prompt_style=model_prompt_style("smollm2-135m-judge"),
+        prompt_style=model_prompt_style(judge_name),
     )
     verdicts = judge.judge([request for request, _, _ in cases])
     assert all(verdict.error is None for verdict in verdicts)
