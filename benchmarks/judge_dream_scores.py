@@ -17,25 +17,30 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from dream_rewards_guards import compare
+
 #: The suffix ``judge_cases`` gives a success cut before its last action.
 CUT_SUFFIX = "/cut"
 
 
 def dream_scores(report: dict[str, Any]) -> dict[str, Any]:
-    """Scores of the first judge of a report on its uncut cases."""
+    """Scores of the first judge of a report on its uncut cases (:func:`dream_rewards_guards.compare`)."""
     result = next(iter(report["results"].values()))
-    rows = [row for row in result["judge"] if not row["trajectory"].endswith(CUT_SUFFIX)]
-    real = [row["reward"] >= 0.5 for row in rows]
-    said = [row["verdict"] == 1.0 for row in rows]
-    hits = sum(r and s for r, s in zip(real, said, strict=True))
+    rows = [
+        {"dream_reward": row["verdict"], "real_reward": row["reward"], "replayed": True, "start_reproduced": True}
+        for row in result["judge"]
+        if not row["trajectory"].endswith(CUT_SUFFIX)
+    ]
+    scores = compare(rows)
+    counts = scores["counts"]
     return {
         "judge": next(iter(report["results"])),
-        "dreams": len(rows),
-        "agreement": round(sum(r == s for r, s in zip(real, said, strict=True)) / max(1, len(rows)), 4),
-        "precision": round(hits / max(1, sum(said)), 4),
-        "judged_success": sum(said),
-        "judged_success_real_success": hits,
-        "recall": round(hits / max(1, sum(real)), 4),
+        "dreams": scores["compared"],
+        "agreement": scores["agreement"],
+        "precision": scores["judge_success_precision"],
+        "judged_success": counts["judged_success_real_success"] + counts["judged_success_real_failure"],
+        "judged_success_real_success": counts["judged_success_real_success"],
+        "recall": scores["real_success_recall"],
         "all_cases_accuracy": result["summary"].get("judge_accuracy"),
     }
 
