@@ -178,6 +178,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="where every DynaWeb run's dreams start: any recorded page (all, the paper) or each recording's first",
     )
     parser.add_argument(
+        "--dream-resamples",
+        type=int,
+        default=0,
+        help="dream a group whose dreams all earned the same reward again from a new start state, up to this many "
+        "times (dynaweb-train --dream-resamples; 0: off, the paper)",
+    )
+    parser.add_argument(
         "--task-order",
         choices=("shuffled", "balanced"),
         default="shuffled",
@@ -241,6 +248,7 @@ def make_context(args: argparse.Namespace) -> Context:
         sft_seed=args.sft_seed,
         reward_guards=parse_reward_guards(args.reward_guards),
         dream_starts=args.dream_starts,
+        dream_resamples=args.dream_resamples,
         task_order=args.task_order,
         recorded=tuple(path.resolve() for path in args.reuse_recorded),
     )

@@ -156,6 +156,11 @@ class GSPOConfig(GRPOConfig, DreamEnvSettings, LoraSettings):
             Task seeds per task in the real-environment query set (seeds `0 .. real_task_seeds - 1`).
         agent_max_steps (`int`, *optional*, defaults to `10`):
             Most policy turns per episode (Table 3).
+        dream_resamples (`int`, *optional*, defaults to `0`):
+            Dynamic sampling in imagination (after DAPO): a group of dreams whose rewards are all equal gives GSPO
+            no advantage, so it is dreamed again from a new start state drawn from the run's start states, up to
+            this many times, and replaced by the first draw whose rewards differ. Costs world-model calls only,
+            never a real step. Groups with an expert replay or a real episode are kept. `0`: off.
 
         > Dreams (DreamWeb-v0)
 
@@ -286,6 +291,13 @@ class GSPOConfig(GRPOConfig, DreamEnvSettings, LoraSettings):
     )
     real_task_seeds: int = field(default=16, metadata={"help": "Task seeds per task for the real environment."})
     agent_max_steps: int = field(default=10, metadata={"help": "Most policy turns per episode (Table 3: 10)."})
+    dream_resamples: int = field(
+        default=0,
+        metadata={
+            "help": "Dream a group again from a new start state, up to this many times, while all its dreams earn "
+            "the same reward (dynamic sampling in imagination; 0: off)."
+        },
+    )
 
     # -- expert interleaving ---------------------------------------------------------------------
     expert_frac: float = field(
@@ -343,6 +355,12 @@ class GSPOConfig(GRPOConfig, DreamEnvSettings, LoraSettings):
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {value}")
         _require_positive(self, ("agent_max_steps", "max_turn_tokens", "real_task_seeds"))
+        if (
+            isinstance(self.dream_resamples, bool)
+            or not isinstance(self.dream_resamples, int)
+            or self.dream_resamples < 0
+        ):
+            raise ValueError(f"dream_resamples must be an integer >= 0, got {self.dream_resamples!r}")
         self.validate_dream_settings()
         self.validate_lora()
         if self.num_envs is not None and self.num_envs < 1 or self.max_axtree_chars < 0:

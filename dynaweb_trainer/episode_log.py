@@ -98,6 +98,8 @@ def episode_metadata(result: EpisodeResult, global_step: int, call: int) -> dict
     }
     if result.source == "dream":
         metadata["judge_reasoning"] = result.final_info.get("judge_reasoning", "")
+        if "resampled" in result.final_info:  # dreamed again from a new start state (``dream_resamples``)
+            metadata["resampled"] = result.final_info["resampled"]
     if result.source == "expert":
         metadata["expert_trajectory_id"] = result.final_info.get("trajectory_id", "")
     return metadata

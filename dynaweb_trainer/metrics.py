@@ -34,7 +34,9 @@ def environment_reward(
     ``env/success_rate`` (all slots), ``env/policy_success_rate`` (rollouts only),
     ``env/expert_share``, ``env/dream_steps`` and ``env/real_steps`` (mean policy turns),
     ``env/wm_format_error_rate`` (malformed world-model outputs per dream step),
-    ``rollout/policy_tokens_per_s``, ``rollout/env_steps_per_s`` and ``rollout/seconds``.
+    ``rollout/policy_tokens_per_s``, ``rollout/env_steps_per_s`` and ``rollout/seconds``; with ``dream_resamples``,
+    ``env/dream_groups_redreamed`` (flat dream groups dreamed again, all attempts) and ``env/dream_groups_resampled``
+    (those replaced by a draw whose rewards differ).
     """
     if log_metric is not None:
         count = len(reward)
@@ -62,6 +64,9 @@ def environment_reward(
             if stats.get("wall_seconds"):
                 log_metric("rollout/env_steps_per_s", stats["env_steps_per_second"])
                 log_metric("rollout/seconds", stats["wall_seconds"])
+            if stats.get("dream_resamples"):
+                log_metric("env/dream_groups_redreamed", stats["dream_resamples"])
+                log_metric("env/dream_groups_resampled", stats["dream_groups_resampled"])
     return [float(value) for value in reward]
 
 

@@ -117,6 +117,8 @@ class RolloutStats:
     reset_calls: int = 0
     reset_seconds: float = 0.0
     wall_seconds: float = 0.0
+    dream_resamples: int = 0
+    dream_groups_resampled: int = 0
 
     @property
     def policy_tokens_per_second(self) -> float:

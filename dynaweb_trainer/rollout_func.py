@@ -118,7 +118,8 @@ class DynaWebRollout:
                 for slot, episode in zip(slots, episodes, strict=True):
                     episode.task_id = episode.task_id or queries[slot]["task_id"]
                     results[slot] = episode
-        self.judge_groups(prompts, results, seed)
+            self.judge_groups(prompts, results, seed)
+            self.resample_flat_dream_groups(prompts, results, policy, rng, stats)
         for key, value in stats.__dict__.items():
             setattr(self.total_stats, key, getattr(self.total_stats, key) + value)
         count_env_steps(trainer, results)
@@ -154,6 +155,78 @@ class DynaWebRollout:
                 # The pending dream earned 0 in the env: its reward is the group score alone.
                 result.reward, result.success = reward, reward >= 0.5
                 result.final_info.update(update)
+
+    def resample_flat_dream_groups(
+        self,
+        prompts: list[str],
+        results: list[EpisodeResult | None],
+        policy: Any,
+        rng: np.random.Generator,
+        stats: RolloutStats,
+    ) -> None:
+        """Dynamic sampling in imagination (``dream_resamples``): re-dream the groups whose rewards are all equal.
+
+        GSPO's advantages are rewards relative to their group, so a group whose dreams all earned the same reward
+        teaches nothing. In the dreams-only runs most groups were such (e.g. 7 of 8 updates of a seed on tasks its
+        policy already solved). As in DAPO's dynamic sampling, each flat group of dreams is dreamed again from a
+        new start state drawn at random from the run's start states (any task), up to ``dream_resamples`` times,
+        and replaced by the first draw whose rewards differ; a group that stays flat keeps its first dreams.
+        Dreams cost no real environment step, so this is the model-based counterpart of what real-browser GSPO
+        could only buy with more real rollouts. Groups with an expert replay are left as they are.
+
+        Replaced dreams carry ``final_info["resampled"]`` (the attempt, from 1); ``stats.dream_resamples``
+        counts the groups dreamed again and ``stats.dream_groups_resampled`` those replaced.
+        """
+        if self.args.dream_resamples <= 0:
+            return
+        groups: dict[str, list[int]] = {}
+        for slot, prompt in enumerate(prompts):
+            groups.setdefault(prompt, []).append(slot)
+        flat = [
+            group
+            for group in groups.values()
+            if len(group) > 1
+            and all(results[slot] is not None and results[slot].source == "dream" for slot in group)
+            and len({results[slot].reward for slot in group}) == 1
+        ]
+        if flat and self.start_states is None:
+            self.start_states = load_start_state_index(self.args)
+        keys = list(self.start_states.by_id) if flat else []
+        for attempt in range(1, self.args.dream_resamples + 1):
+            if not flat:
+                return
+            picks = [keys[int(rng.integers(len(keys)))] for _ in flat]
+            slot_keys = [key for group, key in zip(flat, picks, strict=True) for _ in group]
+            seed = int(rng.integers(2**31 - 1))
+            episodes = run_episodes(
+                self.env("dream", len(prompts)),
+                policy,
+                self.encoder,
+                [self.start_states.resolve({START_STATE_ID: key}) for key in slot_keys],
+                self.sampling(),
+                max_steps=self.args.agent_max_steps,
+                max_completion_length=self.args.max_completion_length,
+                seed=seed,
+                stats=stats,
+            )
+            for episode, key in zip(episodes, slot_keys, strict=True):
+                episode.task_id = episode.task_id or self.start_states.by_id[key].task_id
+            # the group of a redraw is its position in `flat`: a start state drawn twice still makes two groups
+            group_of = [str(index) for index, group in enumerate(flat) for _ in group]
+            self.judge_groups(group_of, episodes, seed)
+            stats.dream_resamples += len(flat)
+            still_flat, offset = [], 0
+            for group in flat:
+                drawn = episodes[offset : offset + len(group)]
+                offset += len(group)
+                if len({episode.reward for episode in drawn}) == 1:
+                    still_flat.append(group)
+                    continue
+                stats.dream_groups_resampled += 1
+                for slot, episode in zip(group, drawn, strict=True):
+                    episode.final_info["resampled"] = attempt
+                    results[slot] = episode
+            flat = still_flat
 
     def expert_replays(
         self, prompts: list[str], queries: list[dict[str, Any]], rng: np.random.Generator

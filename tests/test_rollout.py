@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from types import SimpleNamespace
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -283,3 +284,81 @@ def test_dream_episodes_with_world_model_and_judge(tokenizer):
         assert result.reward in (0.0, 1.0) and "judge_reasoning" in result.final_info
     # A 12-token random world model cannot write a well-formed page: its errors are counted.
     assert sum(result.world_model_errors for result in results) >= 1
+
+
+class _DreamLikeClickEnv(gym.Wrapper):
+    """The identity task reset from a dream start state (its ``task_seed`` picks the target), reporting
+    ``source="dream"``: a stand-in for DreamWeb-v0 whose rewards are known, to test which groups are re-dreamed."""
+
+    def reset(self, *, seed=None, options=None):
+        state = (options or {}).get("start_state", {})
+        observation, info = self.env.reset(seed=seed, options={"task_seed": state.get("task_seed")})
+        return observation, {**info, "source": "dream"}
+
+    def step(self, action):
+        observation, reward, terminated, truncated, info = self.env.step(action)
+        return observation, reward, terminated, truncated, {**info, "source": "dream"}
+
+
+def test_flat_dream_groups_are_dreamed_again_from_new_start_states(tokenizer, tmp_path):
+    from gymnasium.vector import AutoresetMode, SyncVectorEnv
+
+    from dynaweb_env.data.start_states import StartState
+    from dynaweb_trainer.identity_env import ClickButtonEnv
+    from dynaweb_trainer.task_queries import START_STATE_ID, StartStateIndex
+
+    # Targets ONE..FOUR by task seed; the policy clicks [1] and [2] in turn, so a group of 2 whose target is
+    # ONE or TWO has one success and one failure, and a group whose target is THREE or FOUR earns 0 twice.
+    states = StartStateIndex(
+        StartState(TASK_ID, "goal", "identity://", "page", trajectory_id=f"t{seed}", task_seed=seed)
+        for seed in range(4)
+    )
+    clicks = iter(range(10**6))
+    policy = ScriptedPolicy(tokenizer, lambda prompt: f"ACTION: click [{next(clicks) % 2 + 1}]")
+
+    def env():
+        return SyncVectorEnv(
+            [lambda: _DreamLikeClickEnv(ClickButtonEnv(num_buttons=4)) for _ in range(4)],
+            autoreset_mode=AutoresetMode.DISABLED,
+        )
+
+    prompts = [make_task_prompt("dream", TASK_ID, {START_STATE_ID: key}) for key in ("t0@0", "t2@0") for _ in (0, 1)]
+    accelerator = SimpleNamespace(process_index=0, num_processes=1)
+    trainer = SimpleNamespace(accelerator=accelerator, state=SimpleNamespace(global_step=0))
+    import dynaweb_trainer.rollout_func as trainer_module
+
+    original = trainer_module.trainer_policy
+    trainer_module.trainer_policy = lambda _trainer: _Context(policy)
+    outputs = {}
+    try:
+        for resamples in (0, 20):
+            args = GSPOConfig(output_dir=str(tmp_path / str(resamples)), expert_frac=0.0, num_generations=2,
+                              per_device_train_batch_size=4, max_turn_tokens=16, max_completion_length=512,
+                              dream_resamples=resamples, seed=5)  # fmt: skip
+            rollout = DynaWebRollout(args, EpisodeEncoder(tokenizer), None, {"dream": env}, start_states=states)
+            outputs[resamples] = rollout(prompts, trainer)
+            rollout.close()
+    finally:
+        trainer_module.trainer_policy = original
+    off, on = outputs[0], outputs[20]
+    # Off: the target-THREE group (t2) is flat and kept. On: it is replaced by a draw with a spread.
+    assert sorted(off["reward"][:2]) == [0.0, 1.0] and off["reward"][2:] == [0.0, 0.0]
+    assert off["rollout_stats"]["dream_resamples"] == 0
+    assert sorted(on["reward"][:2]) == [0.0, 1.0] and sorted(on["reward"][2:]) == [0.0, 1.0]
+    assert on["rollout_stats"]["dream_groups_resampled"] == 1 and on["rollout_stats"]["dream_resamples"] >= 1
+    # The untouched group keeps its tokens' prompt; the redrawn one carries its new start page in its prompt ids.
+    assert on["prompt_ids"][2] == on["prompt_ids"][3]
+    assert on["source"] == ["dream"] * 4
+    logged = list(iter_trajectories(tmp_path / "20" / "episodes.jsonl", on_error="raise"))
+    attempts = [episode.metadata.get("resampled") for episode in logged]
+    assert attempts[:2] == [None, None] and attempts[2] == attempts[3] >= 1
+    assert [episode.metadata["options"]["start_state"]["task_seed"] in (0, 1) for episode in logged] == [True] * 4
+    metrics = {}
+    environment_reward(prompts=prompts, completions=[""] * 4, reward=on["reward"], source=on["source"],
+                       rollout_stats=[on["rollout_stats"]] * 4, log_metric=metrics.__setitem__)  # fmt: skip
+    assert metrics["env/dream_groups_resampled"] == 1
+
+
+def test_dream_resamples_must_be_a_count():
+    with pytest.raises(ValueError, match="dream_resamples"):
+        GSPOConfig(output_dir="/tmp/unused", dream_resamples=-1)

@@ -65,6 +65,8 @@ def dynaweb_arm(ctx: Context, key: str, label: str, x: float | None = None, **se
         flags["--reward-guards"] = json.dumps(ctx.reward_guards, sort_keys=True, separators=(",", ":"))
     if ctx.dream_starts == "first":  # only when set, so that the paper's runs keep their commands and hashes
         flags["--include-intermediate"] = "false"
+    if ctx.dream_resamples:  # likewise: only when set
+        flags["--dream-resamples"] = str(ctx.dream_resamples)
     world_model = ctx.untrained_world_model if untrained else ctx.world_model
     if world_model is not None:
         flags["--world-model"] = world_model

@@ -159,6 +159,8 @@ class Context:
     reward_guards: dict[str, Any] | None = None
     #: Where dreams start: ``"all"`` recorded pages (the paper), or only each recording's ``"first"``.
     dream_starts: str = "all"
+    #: ``dynaweb-train --dream-resamples`` of every DynaWeb run: flat dream groups dreamed again (``0``: off).
+    dream_resamples: int = 0
     #: Order of every RL run's task queries (``dynaweb-train --task-order``): ``"shuffled"`` or ``"balanced"``.
     task_order: str = "shuffled"
     #: Committed results files whose runs stand in for runs of identical commands with no outputs on disk.

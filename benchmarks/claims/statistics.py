@@ -283,6 +283,7 @@ def aggregate(experiment: str, runs: Sequence[Run], ctx: Context, command: str) 
             "sft_seed": ctx.sft_seed,
             "reward_guards": ctx.reward_guards,
             "dream_starts": ctx.dream_starts,
+            "dream_resamples": ctx.dream_resamples,
             "task_order": ctx.task_order,
         },
         "summary": rows,
