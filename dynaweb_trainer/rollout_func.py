@@ -91,6 +91,22 @@ class DynaWebRollout:
             max_new_tokens=self.args.max_turn_tokens, temperature=self.args.temperature, top_p=self.args.top_p
         )
 
+    def run(
+        self, kind: str, batch_size: int, policy: Any, options: list[dict[str, Any]], seed: int, stats: RolloutStats
+    ) -> list[EpisodeResult]:
+        """One episode per reset option on the vector env of ``kind``, with the run's sampling and limits."""
+        return run_episodes(
+            self.env(kind, batch_size),
+            policy,
+            self.encoder,
+            options,
+            self.sampling(),
+            max_steps=self.args.agent_max_steps,
+            max_completion_length=self.args.max_completion_length,
+            seed=seed,
+            stats=stats,
+        )
+
     def __call__(self, prompts: list[str], trainer: Any) -> dict[str, Any]:
         queries = [parse_task_prompt(prompt) for prompt in prompts]
         process = trainer.accelerator.process_index
@@ -104,17 +120,8 @@ class DynaWebRollout:
                 slots = [i for i, query in enumerate(queries) if query["env"] == kind and results[i] is None]
                 if not slots:
                     continue
-                episodes = run_episodes(
-                    self.env(kind, len(prompts)),
-                    policy,
-                    self.encoder,
-                    [self.reset_options(queries[i]) for i in slots],
-                    self.sampling(),
-                    max_steps=self.args.agent_max_steps,
-                    max_completion_length=self.args.max_completion_length,
-                    seed=seed,
-                    stats=stats,
-                )
+                options = [self.reset_options(queries[i]) for i in slots]
+                episodes = self.run(kind, len(prompts), policy, options, seed, stats)
                 for slot, episode in zip(slots, episodes, strict=True):
                     episode.task_id = episode.task_id or queries[slot]["task_id"]
                     results[slot] = episode
@@ -198,17 +205,8 @@ class DynaWebRollout:
             picks = [keys[int(rng.integers(len(keys)))] for _ in flat]
             slot_keys = [key for group, key in zip(flat, picks, strict=True) for _ in group]
             seed = int(rng.integers(2**31 - 1))
-            episodes = run_episodes(
-                self.env("dream", len(prompts)),
-                policy,
-                self.encoder,
-                [self.start_states.resolve({START_STATE_ID: key}) for key in slot_keys],
-                self.sampling(),
-                max_steps=self.args.agent_max_steps,
-                max_completion_length=self.args.max_completion_length,
-                seed=seed,
-                stats=stats,
-            )
+            options = [self.start_states.resolve({START_STATE_ID: key}) for key in slot_keys]
+            episodes = self.run("dream", len(prompts), policy, options, seed, stats)
             for episode, key in zip(episodes, slot_keys, strict=True):
                 episode.task_id = episode.task_id or self.start_states.by_id[key].task_id
             # the group of a redraw is its position in `flat`: a start state drawn twice still makes two groups
