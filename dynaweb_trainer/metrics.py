@@ -104,18 +104,31 @@ class SaveAtEndCallback(TrainerCallback):
         return control
 
 
-class RunClock(TrainerCallback):
-    """Records wall time of the run for the summary."""
+class RunClock(TrainerCallback, ExportableState):
+    """Wall time of the training behind the final model, for the summary.
+
+    Saved in each checkpoint's ``trainer_state.json`` and restored on resume, as :class:`EnvStepCounter`'s
+    counts are, so a resumed run reports the seconds of its earlier segments up to the checkpoint it resumed
+    from plus its own (time an interrupted segment spent after its last checkpoint is redone, and counted once).
+    """
 
     def __init__(self):
         self.started = time.perf_counter()
+        self.before = 0.0  # seconds of earlier segments, up to the checkpoint resumed from
         self.seconds = 0.0
 
+    def state(self) -> dict:
+        return {"args": {}, "attributes": {"seconds": self.before + time.perf_counter() - self.started}}
+
     def on_train_begin(self, args, state, control, **kwargs):
+        saved = state.stateful_callbacks.get(type(self).__name__)
+        self.before = float(saved.get("attributes", {}).get("seconds", 0.0)) if isinstance(saved, dict) else 0.0
         self.started = time.perf_counter()
+        # A checkpoint written before the clock was saved has no entry, which saving would trip on.
+        state.stateful_callbacks.setdefault(type(self).__name__, self.state())
 
     def on_train_end(self, args, state, control, **kwargs):
-        self.seconds = time.perf_counter() - self.started
+        self.seconds = self.before + time.perf_counter() - self.started
 
 
 class EnvStepCounter(TrainerCallback, ExportableState):

@@ -206,6 +206,10 @@ def test_resume_continues_from_last_checkpoint(tmp_path):
     summary = second.summary()
     assert (summary["real_env_steps"], summary["expert_env_steps"]) == (6, 6)
     assert summary["episodes"] == 6  # the policy's episodes before the resume count too (2 if they restarted)
+    # Training time too: the seconds up to checkpoint-2, saved in it, plus this segment's.
+    saved = json.loads((tmp_path / "checkpoint-2" / "trainer_state.json").read_text())
+    seconds_at_2 = saved["stateful_callbacks"]["RunClock"]["attributes"]["seconds"]
+    assert 0 < seconds_at_2 < summary["train_seconds"]
     # The episode log matches the model's updates: the lost update's records and the torn line are gone.
     episodes = list(iter_trajectories(log, on_error="raise"))
     assert [episode.metadata["global_step"] for episode in episodes] == [0] * 4 + [1] * 4 + [2] * 4
