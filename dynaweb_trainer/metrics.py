@@ -104,6 +104,20 @@ class SaveAtEndCallback(TrainerCallback):
         return control
 
 
+def restore_saved_attributes(callback: ExportableState, state: Any) -> dict[str, Any]:
+    """The attributes ``callback`` saved in the checkpoint a run resumed from (at train begin).
+
+    transformers restores callback states only with ``restore_callback_states_from_checkpoint``; the clock and
+    the step counts must survive every resume, so they are read from the loaded state here. A fresh run's state
+    holds the callback's state when training began. A checkpoint written before the callback existed has no
+    entry, which saving would trip on, so one is added.
+    """
+    name = type(callback).__name__
+    saved = state.stateful_callbacks.get(name)
+    state.stateful_callbacks.setdefault(name, callback.state())
+    return dict(saved.get("attributes", {})) if isinstance(saved, dict) else {}
+
+
 class RunClock(TrainerCallback, ExportableState):
     """Wall time of the training behind the final model, for the summary.
 
@@ -113,22 +127,23 @@ class RunClock(TrainerCallback, ExportableState):
     """
 
     def __init__(self):
-        self.started = time.perf_counter()
+        self.started: float | None = None  # not before training begins: a fresh run starts from 0 seconds
         self.before = 0.0  # seconds of earlier segments, up to the checkpoint resumed from
         self.seconds = 0.0
 
+    def elapsed(self) -> float:
+        """Seconds of training behind the model now: earlier segments plus this one so far."""
+        return self.before + (time.perf_counter() - self.started if self.started is not None else 0.0)
+
     def state(self) -> dict:
-        return {"args": {}, "attributes": {"seconds": self.before + time.perf_counter() - self.started}}
+        return {"args": {}, "attributes": {"seconds": self.elapsed()}}
 
     def on_train_begin(self, args, state, control, **kwargs):
-        saved = state.stateful_callbacks.get(type(self).__name__)
-        self.before = float(saved.get("attributes", {}).get("seconds", 0.0)) if isinstance(saved, dict) else 0.0
+        self.before = float(restore_saved_attributes(self, state).get("seconds", 0.0))
         self.started = time.perf_counter()
-        # A checkpoint written before the clock was saved has no entry, which saving would trip on.
-        state.stateful_callbacks.setdefault(type(self).__name__, self.state())
 
     def on_train_end(self, args, state, control, **kwargs):
-        self.seconds = self.before + time.perf_counter() - self.started
+        self.seconds = self.elapsed()
 
 
 class EnvStepCounter(TrainerCallback, ExportableState):
@@ -153,14 +168,8 @@ class EnvStepCounter(TrainerCallback, ExportableState):
         return {"args": {}, "attributes": {**counts, "episodes": self.episodes}}
 
     def on_train_begin(self, args, state, control, **kwargs):
-        # transformers restores callback states only with `restore_callback_states_from_checkpoint`;
-        # the counts must survive every resume, so restore them from the loaded state here.
-        saved = state.stateful_callbacks.get(type(self).__name__)
-        if isinstance(saved, dict):
-            for name, value in saved.get("attributes", {}).items():
-                setattr(self, name, int(value))
-        # A checkpoint written before this counter existed has no entry, which saving would trip on.
-        state.stateful_callbacks.setdefault(type(self).__name__, self.state())
+        for name, value in restore_saved_attributes(self, state).items():
+            setattr(self, name, int(value))
 
 
 def count_env_steps(trainer: Any, results: Sequence[EpisodeResult]) -> None:

@@ -171,6 +171,7 @@ def test_resume_continues_from_last_checkpoint(tmp_path):
     first = _identity_trainer(tmp_path, max_steps=3, callbacks=[_InterruptAfter(2)])
     first.train()
     assert first.state.global_step == 2
+    assert first.clock.before == 0.0  # a fresh run's clock starts at train begin, not when the trainer was built
     log = tmp_path / "episodes.jsonl"
     assert [episode.metadata["global_step"] for episode in iter_trajectories(log)] == [0] * 4 + [1] * 4
     # What an interruption after the checkpoint leaves: a record of the lost update 2, and half a line.
