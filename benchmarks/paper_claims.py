@@ -20,18 +20,27 @@ nothing to learn from (``paper_claims_table1_36demos.json``); with 360 it solves
     0.5``), both with the same number of policy updates. Each run also reports the real-environment
     steps it consumed: demonstration steps behind the SFT start, real-browser policy steps during
     training, replays of expert steps (from the same demonstrations, so not new interactions), and
-    the real transitions behind the world model beyond the demonstrations (the shipped world model's
-    default data adds the train split of ``miniwob_explore.jsonl``).
+    the real transitions the world model learned from (as ``dynaweb-train-wm`` recorded them beside it:
+    2,521 for the shipped ``smollm2-135m-wm-patch``).
 ``dream_length``
     Figure 3a analog: DynaWeb with dream length 1, 3, 5, 8 (the agent's step limit in training is
     raised to the dream length where it is shorter, so only the dream length varies).
 ``expert_frac``
     Figure 3b analog: DynaWeb with expert fraction 0, 0.25, 0.5, 1.0.
 ``world_model``
-    Figure 4 analog: DynaWeb with the shipped trained world model (``smollm2-135m-wm``, the default)
+    Figure 4 analog: DynaWeb with the shipped trained world model (``smollm2-135m-wm-patch``, the default)
     vs. the untrained base ``smollm2-135m`` prompted as world model.
+``dreams_only``
+    The decisive comparison: DynaWeb on dreams only (``--expert-frac 0``) vs real-browser GSPO, same SFT
+    start, same updates.
+``learning_curve``
+    Issue 19's curve: real-browser GSPO and DynaWeb on dreams only, each trained for ``train_steps``
+    updates with every checkpoint kept; each checkpoint (every ``save_steps`` updates) is evaluated like a
+    final policy, and plotted against the real-environment steps behind it (GSPO: its rollouts so far,
+    from the checkpoint's saved step counter; DynaWeb: the world model's data). The JSON's ``criteria``
+    give the real-step ratio at which DynaWeb first reaches GSPO's final success.
 
-The judge of dreams is fixed (``--judge``, default the shipped trained judge ``smollm2-135m-judge``) in
+The judge of dreams is fixed (``--judge``, default the shipped trained judge ``smollm2-135m-judge-dagger``) in
 every DynaWeb run, unlike ``dynaweb-train``'s default (the world model's backend): otherwise the
 ``world_model`` experiment would swap the judge together with the world model. The trained judge because
 the prompted 135M model never says SUCCESS (``benchmarks/results/judge_accuracy.json``), which would give
@@ -54,6 +63,7 @@ interrupted ``dynaweb-train`` resumes from its last checkpoint via ``--resume``,
     python benchmarks/paper_claims.py dream_length --seeds 0 1 2
     python benchmarks/paper_claims.py expert_frac --seeds 0 1 2
     python benchmarks/paper_claims.py world_model --seeds 0 1 2
+    python benchmarks/paper_claims.py learning_curve --seeds 0 1 2 --sft-seed 0 --set train_steps=32 save_steps=8
     nohup python benchmarks/paper_claims.py table1 dream_length expert_frac world_model > runs/claims.log 2>&1 &
     python benchmarks/paper_claims.py table1 --dry-run          # the exact commands, nothing run
     python benchmarks/paper_claims.py table1 --aggregate-only   # JSON + PNG from the runs finished so far

@@ -55,7 +55,7 @@ from dynaweb_env.models import world_model_output_mode
 from dynaweb_env.observation import axtree_nodes
 from dynaweb_env.world_model.consistency import write_typed_text_in
 from dynaweb_env.world_model.judge import TrajectoryJudge, judge_cases
-from dynaweb_env.world_model.model import OUTPUT_MODES, WebWorldModel, WorldModelRequest
+from dynaweb_env.world_model.model import OUTPUT_MODES, WebWorldModel, WorldModelRequest, is_clean
 from dynaweb_env.world_model.parsing import WorldModelPrediction
 
 from .world_model_sft import is_terminal_transition, load_trajectories
@@ -63,7 +63,7 @@ from .world_model_sft import is_terminal_transition, load_trajectories
 #: Settings recorded in the report (besides the seed).
 _SETTINGS = (
     "max_depth", "max_new_tokens", "temperature", "batch_size", "max_axtree_chars", "limit", "max_per_task",
-    "keep_typed_text",
+    "keep_typed_text", "invalid_retries",
 )  # fmt: skip
 #: The reference world model that copies the current page.
 COPY_MODEL = "copy"
@@ -126,20 +126,23 @@ def _timed_predict(world_model: Any, requests: list[WorldModelRequest], batch_si
 
 
 class _TokenCounter:
-    """Wraps a backend to record the completion tokens of each generation of the last call."""
+    """Wraps a backend to record the completion tokens of each generation of its first call.
+
+    Later calls are redraws of malformed outputs (``invalid_retries``); their tokens are summed apart.
+    """
 
     def __init__(self, backend: Any):
-        self.backend, self.tokens = backend, []
+        self.backend, self.tokens, self.redraw_tokens = backend, None, 0
         self.model_name = getattr(backend, "model_name", type(backend).__name__)
 
     def generate(self, conversations, params):
         generations = self.backend.generate(conversations, params)
-        self.tokens = [len(g.completion_ids) for g in generations]
+        counts = [len(g.completion_ids) for g in generations]
+        if self.tokens is None:
+            self.tokens = counts
+        else:
+            self.redraw_tokens += sum(counts)
         return generations
-
-
-def _is_valid(prediction: WorldModelPrediction) -> bool:
-    return prediction.error is None and not prediction.fallback
 
 
 def _strict_f1(record: dict) -> float:
@@ -166,7 +169,7 @@ def evaluate_one_step(
         record = {
             "trajectory": trajectory.id,
             "index": index,
-            "valid": _is_valid(prediction),
+            "valid": is_clean(prediction),
             **tree_scores(prediction.axtree, real.axtree),
             "url_correct": prediction.url.strip() == real.url.strip(),
             "terminal_correct": prediction.terminal == is_terminal_transition(trajectory, index),
@@ -201,7 +204,7 @@ def evaluate_drift(
         for trajectory, prediction in zip(alive, predictions, strict=True):
             states[trajectory.id] = (prediction.url, prediction.axtree)
             scores = tree_scores(prediction.axtree, trajectory.steps[index + 1].axtree)
-            by_depth[depth].append({"valid": _is_valid(prediction), **scores})
+            by_depth[depth].append({"valid": is_clean(prediction), **scores})
     return by_depth
 
 
@@ -311,7 +314,14 @@ def plot_drift(results: dict[str, dict[str, Any]], path: Path) -> None:
     plt.close(figure)
 
 
-def build_world_model(spec: str, output_mode: str, max_new_tokens: int, temperature: float, max_axtree_chars: int):
+def build_world_model(
+    spec: str,
+    output_mode: str,
+    max_new_tokens: int,
+    temperature: float,
+    max_axtree_chars: int,
+    invalid_retries: int = 0,
+):
     if spec == COPY_MODEL:
         return _CopyWorldModel()
     from dynaweb_env.llm import make_backend
@@ -320,7 +330,7 @@ def build_world_model(spec: str, output_mode: str, max_new_tokens: int, temperat
     sampling = SamplingParams(temperature=temperature, top_p=0.9, max_new_tokens=max_new_tokens)
     return WebWorldModel(
         make_backend(spec), sampling, max_axtree_chars=max_axtree_chars, output_mode=output_mode,
-        prompt_style=model_prompt_style(spec),
+        prompt_style=model_prompt_style(spec), invalid_retries=invalid_retries,
     )  # fmt: skip
 
 
@@ -351,7 +361,9 @@ def evaluate_world_models(args: WorldModelEvalConfig, command: str) -> dict[str,
         modes = ["tree"] if spec == COPY_MODEL else [own_mode] if own_mode else args.output_modes
         for mode in modes:
             label = spec if len(modes) == 1 else f"{spec} [{mode}]"
-            world_model = build_world_model(spec, mode, args.max_new_tokens, args.temperature, args.max_axtree_chars)
+            world_model = build_world_model(
+                spec, mode, args.max_new_tokens, args.temperature, args.max_axtree_chars, args.invalid_retries
+            )
             began = time.perf_counter()
             records, kept, drift, judged = [], [], {}, None
             if not args.judge_only:
@@ -410,7 +422,7 @@ class WorldModelEvalConfig:
         split (`str` or `None`, *optional*, defaults to `"test"`):
             ``metadata["split"]`` to keep (``all``: every trajectory).
         limit, max_per_task, max_depth, max_new_tokens, temperature, batch_size, max_axtree_chars, judge,
-        judge_max_new_tokens, judge_only, keep_typed_text, seed, output: see each flag's help.
+        judge_max_new_tokens, judge_only, keep_typed_text, invalid_retries, seed, output: see each flag's help.
     """
 
     world_models: list[str] = field(
@@ -442,6 +454,10 @@ class WorldModelEvalConfig:
             "'<model> + keep_typed_text', from the same predictions)."
         },
     )
+    invalid_retries: int = field(
+        default=0,
+        metadata={"help": "Draw a malformed prediction again up to N times, sampled (WebWorldModel invalid_retries)."},
+    )
     seed: int = field(default=0, metadata={"help": "Sampling seed."})
     output: str = field(default=DEFAULT_OUTPUT, metadata={"help": "JSON report (the PNG goes beside it)."})
 
@@ -451,8 +467,9 @@ class WorldModelEvalConfig:
         if self.split is not None and self.split.lower() in ("all", "none", ""):
             self.split = None
         counts = ("limit", "max_per_task", "max_depth", "max_new_tokens", "batch_size", "max_axtree_chars")
-        for name in (*counts, "judge_max_new_tokens"):
-            if getattr(self, name) < (0 if name in ("limit", "max_per_task", "max_depth", "max_axtree_chars") else 1):
+        may_be_zero = ("limit", "max_per_task", "max_depth", "max_axtree_chars", "invalid_retries")
+        for name in (*counts, "judge_max_new_tokens", "invalid_retries"):
+            if getattr(self, name) < (0 if name in may_be_zero else 1):
                 raise ValueError(f"--{name.replace('_', '-')} is out of range: {getattr(self, name)}")
 
 

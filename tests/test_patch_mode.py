@@ -6,9 +6,9 @@ import pytest
 
 from dynaweb_env.data.io import read_trajectories
 from dynaweb_env.data.shipped import EXPERT_TRAJECTORIES as BUILTIN_TRAJECTORIES
-from dynaweb_env.llm.base import Generation
+from dynaweb_env.llm.base import Generation, SamplingParams
 from dynaweb_env.world_model import WebWorldModel, WorldModelRequest
-from dynaweb_env.world_model.model import OUTPUT_MODES
+from dynaweb_env.world_model.model import OUTPUT_MODES, RETRY_MIN_TEMPERATURE
 from dynaweb_env.world_model.patch import (
     PATCH_HEADER,
     PatchEdit,
@@ -192,6 +192,37 @@ def test_world_model_patch_mode_is_one_batched_call():
     # A repeated edit line ends a patch (a greedy loop would run to max_new_tokens); a tree may repeat lines.
     tree_mode.predict(requests, seed=0)
     assert backend.params[0].stop_at_repeated_line and not tree_mode.backend.params[0].stop_at_repeated_line
+
+
+class FlakyPatchBackend:
+    """Answers the prompts of its first call with a malformed patch on odd rows; every later call is clean."""
+
+    def __init__(self):
+        self.params, self.sizes = [], []
+
+    def generate(self, conversations, params):
+        first = not self.params
+        self.params.append(params)
+        self.sizes.append(len(conversations))
+        good, bad = f"{PATCH_HEADER}\nCHANGE [13]: [13] textbox 'Ann'", f"{PATCH_HEADER}\nREMOVE [99]"
+        return [Generation(bad if first and row % 2 else good, [1]) for row in range(len(conversations))]
+
+
+def test_malformed_outputs_are_redrawn_sampled_in_one_call():
+    requests = [WorldModelRequest("g", "u", TREE, "type [13] [Ann]")] * 4
+    once = WebWorldModel(FlakyPatchBackend(), output_mode="patch").predict(requests, seed=3)
+    assert [p.error is None for p in once] == [True, False, True, False]  # the default redraws nothing
+
+    backend = FlakyPatchBackend()
+    greedy = SamplingParams(temperature=0.0, max_new_tokens=64)
+    world_model = WebWorldModel(backend, sampling=greedy, output_mode="patch", invalid_retries=2)
+    predictions = world_model.predict(requests, seed=3)
+    assert all(p.error is None and "[13] textbox 'Ann'" in p.axtree for p in predictions)
+    assert backend.sizes == [4, 2]  # only the two malformed ones, together; no third call once all are clean
+    assert backend.params[1].temperature >= RETRY_MIN_TEMPERATURE  # a greedy redraw would repeat the mistake
+    assert backend.params[1].seed not in (None, 3)
+    with pytest.raises(ValueError, match="invalid_retries"):
+        WebWorldModel(backend, invalid_retries=-1)
 
 
 def test_sft_patch_targets_reproduce_the_next_tree():

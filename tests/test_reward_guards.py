@@ -82,6 +82,8 @@ def test_guards_default_off_and_bad_options_are_clear_errors():
         ({"disagreement_on": "url"}, "disagreement_on"),
         ({"judge_vote_temperature": 0}, "judge_vote_temperature"),
         ({"gate_termination": "yes"}, "gate_termination"),
+        ({"world_model_retries": -1}, "world_model_retries"),
+        ({"world_model_retries": 1.5}, "world_model_retries"),
     ):
         with pytest.raises(ValueError, match=message):
             RewardGuards.parse(bad)
@@ -172,6 +174,14 @@ def test_vector_env_takes_the_same_guards(start_file):  # noqa: F811
     _, rewards, terminated, truncated, info = env.step(["click [14]", "click [13]"])
     assert terminated.tolist() == [False, False] and rewards.tolist() == [0.0, 0.0]
     assert info["termination_gated"][0] and info["_termination_gated"].tolist() == [True, False]
+
+
+def test_world_model_retries_reach_the_world_model_a_dream_uses(start_file):  # noqa: F811
+    env = dream(start_file, GuardBackend(), world_model_retries=2)
+    assert env.dynamics.world_model.invalid_retries == 2
+    given = WebWorldModel(GuardBackend())
+    env = DreamWebEnv(world_model=given, start_states=start_file, reward_guards={"world_model_retries": 1})
+    assert env.dynamics.world_model.invalid_retries == 1 and given.invalid_retries == 0  # a copy, not the caller's
 
 
 # --- prompt styles -------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -10,7 +11,7 @@ from typing import Any
 
 from .jobs import TRAINED_WORLD_MODEL, Context, Job, eval_job, evaluation_of, rel, sft_job, train_job
 
-EXPERIMENTS: tuple[str, ...] = ("table1", "dream_length", "expert_frac", "world_model", "dreams_only")
+EXPERIMENTS: tuple[str, ...] = ("table1", "dream_length", "expert_frac", "world_model", "dreams_only", "learning_curve")
 SWEEPS: dict[str, tuple[float, ...]] = {"dream_length": (1, 3, 5, 8), "expert_frac": (0.0, 0.25, 0.5, 1.0)}
 
 EXPERIMENT_DOCS = {
@@ -21,7 +22,12 @@ EXPERIMENT_DOCS = {
     "world_model": "DynaWeb with the trained world model vs the untrained base model as world model (Figure 4 analog).",
     "dreams_only": "The decisive comparison: DynaWeb on dreams only (expert fraction 0) vs real-browser GSPO, from the "
     "same SFT start with the same number of updates; held-out success on real pages and each gain over the start.",
+    "learning_curve": "Held-out success on real pages against the real-environment steps behind the policy, at every "
+    "checkpoint (every save_steps updates up to train_steps) of real-browser GSPO and of DynaWeb on dreams only, "
+    "from the same SFT start; and the real-step ratio at which DynaWeb reaches GSPO's final success.",
 }
+#: The real-browser GSPO arm's flags (model-free, the WebAgent-R1 style).
+GSPO_REAL_FLAGS: dict[str, Any] = {"--env": "real", "--expert-frac": 0.0}
 
 
 @dataclass(frozen=True)
@@ -35,6 +41,8 @@ class Arm:
         x: The swept value (sweeps only).
         train_flags: ``dynaweb-train`` flags of this arm (over the shared ones).
         world_model: ``shipped`` (the default trained one), ``untrained``, ``custom`` or ``None`` (no dreams).
+        checkpoint: Evaluate the training run's checkpoint after this many updates instead of its final policy
+            (``None``: the final one). The arms of one method in ``learning_curve`` share one training run.
     """
 
     key: str
@@ -43,6 +51,7 @@ class Arm:
     x: float | None = None
     train_flags: dict[str, Any] = field(default_factory=dict)
     world_model: str | None = None
+    checkpoint: int | None = None
 
 
 def dynaweb_arm(ctx: Context, key: str, label: str, x: float | None = None, **settings: Any) -> Arm:
@@ -80,7 +89,7 @@ def experiment_arms(experiment: str, ctx: Context) -> list[Arm]:
         return [
             Arm("base", "base", "base model"),
             Arm("sft", "sft", "SFT start"),
-            Arm("gspo-real", "gspo-real", "GSPO, real browser", train_flags={"--env": "real", "--expert-frac": 0.0}),
+            Arm("gspo-real", "gspo-real", "GSPO, real browser", train_flags=GSPO_REAL_FLAGS),
             dynaweb_arm(ctx, "dynaweb", "DynaWeb"),
         ]
     if experiment == "dream_length":
@@ -90,15 +99,37 @@ def experiment_arms(experiment: str, ctx: Context) -> list[Arm]:
     if experiment == "dreams_only":
         return [
             Arm("sft", "sft", "SFT start"),
-            Arm("gspo-real", "gspo-real", "GSPO, real browser", train_flags={"--env": "real", "--expert-frac": 0.0}),
+            Arm("gspo-real", "gspo-real", "GSPO, real browser", train_flags=GSPO_REAL_FLAGS),
             dynaweb_arm(ctx, "dynaweb-dreams", "DynaWeb, dreams only", expert_frac=0.0),
         ]
+    if experiment == "learning_curve":
+        return [Arm("sft", "sft", "SFT start", x=0), *curve_arms(ctx)]
     if experiment == "world_model":
         return [
             dynaweb_arm(ctx, "trained", f"trained ({ctx.world_model or TRAINED_WORLD_MODEL})"),
             dynaweb_arm(ctx, "untrained", f"untrained ({ctx.untrained_world_model})", untrained=True),
         ]
     raise ValueError(f"unknown experiment {experiment!r}; known: {', '.join(EXPERIMENTS)}")
+
+
+def checkpoint_steps(ctx: Context) -> list[int]:
+    """The updates after which a learning curve evaluates the policy: every ``save_steps`` and the last."""
+    b = ctx.budget
+    return sorted({*range(b.save_steps, b.train_steps + 1, b.save_steps), b.train_steps})
+
+
+def curve_arms(ctx: Context) -> list[Arm]:
+    """One arm per method and checkpoint (``gspo-real@8``); the last checkpoint is the run's final policy."""
+    gspo = Arm("gspo-real", "gspo-real", "GSPO, real browser", train_flags=GSPO_REAL_FLAGS)
+    dreams = dynaweb_arm(ctx, "dynaweb-dreams", "DynaWeb, dreams only", expert_frac=0.0)
+    last = ctx.budget.train_steps
+    return [
+        dataclasses.replace(
+            arm, key=f"{arm.key}@{k}", label=f"{arm.label}, {k} updates", x=k, checkpoint=None if k == last else k
+        )
+        for arm in (gspo, dreams)
+        for k in checkpoint_steps(ctx)
+    ]
 
 
 @dataclass
@@ -153,7 +184,10 @@ def make_run(experiment: str, arm: Arm, seed: int | None, ctx: Context) -> Run:
     train = train_job(ctx, arm, seed, start) if arm.method in ("gspo-real", "dynaweb") else None
     policy_job = train or start
     evaluation = None
-    if not ctx.skip_eval:
+    if not ctx.skip_eval and train is not None and arm.checkpoint is not None:
+        checkpoint = train.output_dir / f"checkpoint-{arm.checkpoint}"
+        evaluation = eval_job(ctx, f"{train.output_dir.name}-{checkpoint.name}", rel(checkpoint))
+    elif not ctx.skip_eval:
         base = f"base-{ctx.policy.strip('/').replace('/', '_')}"
         evaluation = evaluation_of(ctx, policy_job) if policy_job else eval_job(ctx, base, ctx.policy)
     run_name = arm.key if seed is None else f"{arm.key}-seed{seed}"

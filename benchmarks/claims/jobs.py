@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dynaweb_env.data.shipped import EXPERT_TRAJECTORIES, EXPLORATION_TRAJECTORIES, split_of
+from dynaweb_env.data.shipped import EXPERT_TRAJECTORIES, split_of
 from dynaweb_env.models import DEFAULT_WORLD_MODEL
 from dynaweb_trainer.evaluate import DEFAULT_TASKS
 
@@ -36,9 +36,8 @@ TOOLS: dict[str, str] = {
     "dynaweb-collect": "dynaweb_trainer.collect",
 }
 #: Flags that change where or how a tool writes, not what it computes: left out of the run's hash.
-NON_SEMANTIC_FLAGS = frozenset({"--num-envs", "--save-steps", "--save_steps", "--resume"})
+NON_SEMANTIC_FLAGS = frozenset({"--num-envs", "--save-steps", "--save_steps", "--save-total-limit", "--resume"})
 DEMONSTRATIONS = EXPERT_TRAJECTORIES
-EXPLORATION = EXPLORATION_TRAJECTORIES
 #: What ``dynaweb-train`` dreams with when no ``--world-model`` is given. The runs recorded in
 #: ``paper_claims_{table1,dream_length,expert_frac,world_model}.json`` predate commit c4f2d74 and dreamed with
 #: the tree model ``smollm2-135m-wm`` (their JSON names it); a rerun of their commands now dreams with this one.
@@ -322,6 +321,8 @@ def train_job(ctx: Context, arm: Arm, seed: int, start: Job) -> Job:
     if balanced:  # only when set, so that the paper's runs keep their commands and hashes
         flags["--task-order"] = "balanced"
     flags["--save-steps"] = b.save_steps
+    # Every checkpoint kept (the preset keeps 2): the learning curve evaluates each of them.
+    flags["--save-total-limit"] = -(-b.train_steps // b.save_steps)
     # Named by the configuration, not the arm: the same run in two experiments is the same directory.
     parts = (arm.method, describe(arm.train_flags), "balanced" if balanced else "", f"seed{seed}")
     name = "-".join(part for part in parts if part)

@@ -16,6 +16,9 @@ def plot(report: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    if report["experiment"] == "learning_curve":
+        plot_learning_curve(report, path)
+        return
     metric, rows = report["metric"], report["summary"]
     means = [row[metric]["mean"] if row[metric]["mean"] is not None else math.nan for row in rows]
     stds = [row[metric]["std"] or 0.0 for row in rows]
@@ -53,6 +56,51 @@ def plot(report: dict[str, Any], path: Path) -> None:
     )
     ax.set_title(f"{report['experiment']}: {seeds}" + ("" if report["complete"] else " (incomplete)"), fontsize=10)
     ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_learning_curve(report: dict[str, Any], path: Path) -> None:
+    """Two panels: held-out success against the real steps behind the policy (log scale), and against updates."""
+    import matplotlib.pyplot as plt
+
+    metric, rows = report["metric"], [row for row in report["summary"] if row["runs"]]
+    start = next((row for row in rows if row["method"] == "sft"), None)
+    fig, (by_steps, by_updates) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for method, label, color in (
+        ("gspo-real", "GSPO, real browser", "#d98f3f"),
+        ("dynaweb", "DynaWeb, dreams only", "#3f7fd9"),
+    ):
+        points = sorted((row for row in rows if row["method"] == method), key=lambda row: row["x"])
+        if start is not None:  # every curve starts at the shared SFT start
+            start_steps = dict(start["real_env_steps_mean"])
+            if method == "dynaweb" and points:  # the world model's data exists before the first update
+                start_steps["total"] = points[0]["real_env_steps_mean"]["total"]
+            points = [{**start, "real_env_steps_mean": start_steps}, *points]
+        means = [row[metric]["mean"] for row in points]
+        stds = [row[metric]["std"] or 0.0 for row in points]
+        steps = [row["real_env_steps_mean"]["total"] for row in points]
+        updates = [row["x"] for row in points]
+        if None not in steps:
+            by_steps.errorbar(steps, means, yerr=stds, marker="o", capsize=3, color=color, label=label)
+        by_updates.errorbar(updates, means, yerr=stds, marker="o", capsize=3, color=color, label=label)
+        for row, x_steps, x_updates in zip(points, steps, updates, strict=True):
+            values = [value for value in row["values"] if value is not None]
+            by_updates.scatter([x_updates] * len(values), values, color=color, s=10, alpha=0.6, zorder=3)
+            if x_steps is not None:
+                by_steps.scatter([x_steps] * len(values), values, color=color, s=10, alpha=0.6, zorder=3)
+    by_steps.set_xscale("log")
+    by_steps.set_xlabel("real-environment steps behind the policy (demonstrations + rollouts + world-model data)")
+    by_updates.set_xlabel("policy updates")
+    ylabel = {"success": "held-out success rate (real pages)", "train_success_last": "training success (NOT held-out)"}
+    for axis in (by_steps, by_updates):
+        axis.set_ylabel(ylabel[metric])
+        axis.set_ylim(0, 1.05)
+        axis.legend(loc="lower right", fontsize=8)
+    title = f"learning curve: RL seeds {report['seeds']}" + ("" if report["complete"] else " (incomplete)")
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)

@@ -14,7 +14,6 @@ from typing import Any
 from .catalogue import EXPERIMENT_DOCS, Arm, Run, plan
 from .jobs import (
     COLLECT_SECONDS_FILE,
-    EXPLORATION,
     TRAINED_WORLD_MODEL,
     Context,
     collect_job,
@@ -35,18 +34,39 @@ def count_actions(path: Path, split: str = "train", successful_only: bool = Fals
     )
 
 
+def world_model_transitions(spec: str) -> int | None:
+    """The real transitions a trained world model learned from, as ``dynaweb-train-wm`` recorded them beside it.
+
+    ``None`` (unknown) for a model without that record: a prompted model, or one trained elsewhere. The
+    transitions of the trajectories behind the judge's labels are not counted here: its records do not hold
+    them (``wm_sft_summary.json`` of a judge counts trajectories), so a DynaWeb total is a lower bound.
+    """
+    from dynaweb_env.models import resolve_model
+
+    try:
+        path = resolve_model(spec)
+    except ValueError:
+        return None
+    summary = read_json(Path(path) / "wm_sft_summary.json") if isinstance(path, Path) else None
+    if not summary or summary.get("examples", "world_model") != "world_model":  # older records: world models only
+        return None
+    return (summary.get("data") or {}).get("transitions")
+
+
 def env_steps(run: Run, train: dict[str, Any] | None, demonstrations: Path) -> dict[str, int | None]:
     """The real-environment steps behind a run's policy, by source.
 
     ``total`` counts distinct real interactions: demonstration steps (what SFT and expert replays
-    use), the policy's real-browser steps in training, and the world model's extra real transitions
-    (``None`` when unknown, for a world model given with ``--world-model``). Replays of demonstrations
+    use), the policy's real-browser steps in training, and the real transitions the world model learned from
+    (:func:`world_model_transitions`; ``None`` when unknown). Replays of demonstrations
     are reported apart (``expert_replay``), not added: they reuse steps already counted.
     """
     sft = count_actions(demonstrations, successful_only=True) if run.arm.method != "base" else 0
     online = train.get("real_env_steps") if train else 0
     replay = train.get("expert_env_steps") if train else 0
-    world_model = {"shipped": count_actions(EXPLORATION), "untrained": 0, "custom": None, None: 0}[run.arm.world_model]
+    world_model = {"untrained": 0, None: 0}.get(run.arm.world_model)
+    if run.arm.world_model in ("shipped", "custom"):
+        world_model = world_model_transitions(run.arm.train_flags.get("--world-model", TRAINED_WORLD_MODEL))
     parts = (sft, online, world_model)
     total = None if any(part is None for part in parts) else sum(parts)
     return {
@@ -58,10 +78,31 @@ def env_steps(run: Run, train: dict[str, Any] | None, demonstrations: Path) -> d
     }
 
 
+def checkpoint_step_counts(checkpoint: Path) -> dict[str, Any]:
+    """The environment steps a training run had taken when it saved ``checkpoint`` (its ``EnvStepCounter``).
+
+    Raises:
+        ValueError: If the checkpoint holds no step counter (a run older than the counter's saving).
+    """
+    state = read_json(checkpoint / "trainer_state.json") or {}
+    counter = (state.get("stateful_callbacks") or {}).get("EnvStepCounter")
+    if not counter:
+        raise ValueError(f"{rel(checkpoint)} holds no EnvStepCounter: its real steps are unknown")
+    attributes = counter["attributes"]
+    return {
+        "global_step": state.get("global_step"),
+        "real_env_steps": attributes["real_env_steps"],
+        "expert_env_steps": attributes["expert_env_steps"],
+        "checkpoint": rel(checkpoint),
+    }
+
+
 def build_result(run: Run, ctx: Context) -> dict[str, Any]:
     """The ``result.json`` of a finished run, from the summaries its tools wrote."""
     sft = read_json(run.sft.result_file) if run.sft else None
     train = read_json(run.train.result_file) if run.train else None
+    if train is not None and run.arm.checkpoint is not None:
+        train = {**train, **checkpoint_step_counts(run.train.output_dir / f"checkpoint-{run.arm.checkpoint}")}
     evaluation = read_json(run.eval.result_file) if run.eval else None
     summary = (evaluation or {}).get("summary", {})
     return {
@@ -248,6 +289,43 @@ def dreams_only_criteria(results: Sequence[dict[str, Any]], sft: dict[str, Any] 
     }
 
 
+def learning_curve_criteria(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Issue 19's question: at what share of GSPO's real steps does DynaWeb reach GSPO's final success?
+
+    GSPO's final success is the mean over seeds at its last checkpoint. DynaWeb's first checkpoint whose mean
+    reaches it gives the ratio of the two mean real-step totals (``None`` where DynaWeb never reaches it), for
+    the totals and for training alone (rollouts and the world model's data, the SFT demonstrations left out).
+    """
+
+    def curve(method: str) -> list[dict[str, Any]]:
+        points = [row for row in rows if row["method"] == method and row["success"]["mean"] is not None]
+        return sorted(points, key=lambda row: row["x"])
+
+    gspo, dynaweb = curve("gspo-real"), curve("dynaweb")
+    if not gspo or not dynaweb:
+        return {"gspo_final_success": None, "dynaweb_reaches_gspo_final": None, "real_step_ratio": None}
+    final = gspo[-1]
+    reached = next((row for row in dynaweb if row["success"]["mean"] >= final["success"]["mean"]), None)
+    ratios: dict[str, float | None] = {}
+    for name, keys in (("total", ("total",)), ("training_only", ("online_real", "world_model_extra"))):
+        if reached is None:
+            ratios[name] = None
+            continue
+        parts = [[row["real_env_steps_mean"][key] for key in keys] for row in (reached, final)]
+        ours, theirs = (None if None in part else sum(part) for part in parts)
+        ratios[name] = None if ours is None or not theirs else ours / theirs
+    return {
+        "gspo_final_updates": final["x"],
+        "gspo_final_success": final["success"],
+        "gspo_final_real_steps": final["real_env_steps_mean"],
+        "dynaweb_best_success": max((row["success"] for row in dynaweb), key=lambda value: value["mean"]),
+        "dynaweb_reaches_gspo_final": reached is not None,
+        "dynaweb_updates_to_reach": None if reached is None else reached["x"],
+        "real_step_ratio": ratios,
+        "at_most_10pct_of_gspo_real_steps": None if ratios.get("total") is None else ratios["total"] <= 0.1,
+    }
+
+
 def aggregate(experiment: str, runs: Sequence[Run], ctx: Context, command: str) -> dict[str, Any]:
     """The experiment's results file: configuration, every finished run, and the per-arm summary.
 
@@ -296,6 +374,9 @@ def aggregate(experiment: str, runs: Sequence[Run], ctx: Context, command: str) 
     }
     if experiment == "table1":
         report["criteria"] = table1_criteria(rows)
+    elif experiment == "learning_curve":
+        evaluated = metric == "success"  # training success is no measure of what a policy reached
+        report["criteria"] = learning_curve_criteria([row for row in rows if row["runs"]]) if evaluated else None
     elif experiment == "dreams_only":
         sft = next((row for row in rows if row["arm"] == "sft"), None)
         report["criteria"] = dreams_only_criteria(results, sft if sft and sft["runs"] else None)

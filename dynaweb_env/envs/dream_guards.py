@@ -36,6 +36,10 @@ which to turn on is to be chosen by measurement (``benchmarks/dream_rewards.py -
   together with one batched call, ``env.judge_groups(...)``, and uses those scores as rewards. ``"votes"``
   scores each dream by its share of ``judge_votes`` SUCCESS votes (for a trained judge); ``"listwise"``
   shows the judge the whole group at once.
+- **Malformed pages redrawn** (``world_model_retries=N``, :class:`~dynaweb_env.world_model.WebWorldModel`'s
+  ``invalid_retries``): a world-model output that does not parse cleanly (an edit that names no line, a
+  malformed edit) is drawn again up to ``N`` times, all redraws of a batch in one call, and the first clean one
+  replaces it. Without it the dream goes on from a half-applied or unchanged page.
 """
 
 from __future__ import annotations
@@ -79,6 +83,7 @@ class RewardGuards:
         group_judging: ``"off"``, ``"votes"`` (needs ``judge_votes > 1``) or ``"listwise"``: judge the dreams of a
             group together (the host calls ``judge_groups``); not with ``gate_termination``, which needs a
             verdict of one dream at the step it ends.
+        world_model_retries: Redraws of a malformed world-model output (``0``: none).
     """
 
     judge_votes: int = 1
@@ -91,12 +96,16 @@ class RewardGuards:
     consistency: str = "off"
     keep_typed_text: bool = False
     group_judging: str = "off"
+    world_model_retries: int = 0
 
     def __post_init__(self) -> None:
         for name in ("judge_votes", "world_model_samples"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"reward_guards.{name} must be a positive integer, got {value!r}")
+        retries = self.world_model_retries
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise ValueError(f"reward_guards.world_model_retries must be an integer >= 0, got {retries!r}")
         if not isinstance(self.judge_vote_temperature, (int, float)) or not self.judge_vote_temperature > 0:
             raise ValueError(f"reward_guards.judge_vote_temperature must be > 0, got {self.judge_vote_temperature!r}")
         if self.disagreement_on not in DISAGREEMENT_SIGNALS:
@@ -277,6 +286,15 @@ def score_groups(
     return outcomes
 
 
+def with_retries(world_model: WebWorldModel, guards: RewardGuards) -> WebWorldModel:
+    """A ready world model as given, or (``guards.world_model_retries > 0``) a copy redrawing that many times."""
+    if guards.world_model_retries == 0:
+        return world_model
+    redrawing = copy.copy(world_model)
+    redrawing.invalid_retries = guards.world_model_retries
+    return redrawing
+
+
 def with_votes(judge: TrajectoryJudge, guards: RewardGuards) -> TrajectoryJudge:
     """A ready judge as given, or (``guards.judge_votes > 1``) a copy voting that many times."""
     if guards.judge_votes == 1:
@@ -293,5 +311,6 @@ __all__ = [
     "gate_termination",
     "predict_with_disagreement",
     "score_groups",
+    "with_retries",
     "with_votes",
 ]

@@ -17,7 +17,7 @@ from ..data.start_states import StartState, load_start_states, sample_start_stat
 from ..llm.base import GenerationBackend, SamplingParams
 from ..world_model.judge import TrajectoryJudge
 from ..world_model.model import WebWorldModel
-from .dream_guards import RewardGuards, with_votes
+from .dream_guards import RewardGuards, with_retries, with_votes
 
 if TYPE_CHECKING:
     from .dream import DreamDynamics
@@ -152,11 +152,11 @@ def build_dynamics(
 
     def make_world_model() -> WebWorldModel:
         if isinstance(world_model, WebWorldModel):
-            return world_model
+            return with_retries(world_model, guards)
         sampling = SamplingParams(temperature=world_model_temperature, top_p=0.9, max_new_tokens=max_new_tokens)
         return WebWorldModel(
             backend(world_model), sampling=sampling, max_axtree_chars=max_axtree_chars, output_mode=output_mode,
-            prompt_style=model_prompt_style(world_model),
+            prompt_style=model_prompt_style(world_model), invalid_retries=guards.world_model_retries,
         )  # fmt: skip
 
     def make_judge() -> TrajectoryJudge:

@@ -30,6 +30,8 @@ from .prompts import build_world_model_messages, check_prompt_style, world_model
 DEFAULT_MAX_NEW_TOKENS = 768
 #: Default character budget of the current tree in the prompt (``truncate_axtree``).
 DEFAULT_MAX_AXTREE_CHARS = 6000
+#: Lowest temperature of a redraw of a malformed output (``invalid_retries``): a greedy redraw would repeat it.
+RETRY_MIN_TEMPERATURE = 0.7
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,11 @@ OUTPUT_MODES: dict[str, OutputParser] = {"tree": _parse_full_tree, "patch": _par
 OUTPUT_MODE_PROMPTS: dict[str, Callable[..., str]] = {"tree": world_model_system_prompt, "patch": patch_system_prompt}
 
 
+def is_clean(prediction: WorldModelPrediction) -> bool:
+    """Whether an output parsed with no problem and no fallback to the current page (what ``strict_f1`` scores)."""
+    return prediction.error is None and not prediction.fallback
+
+
 class WebWorldModel:
     """Predicts next web states in batches with an LLM backend.
 
@@ -85,6 +92,10 @@ class WebWorldModel:
         prompt_style: ``"paper"`` (default: the paper's system prompt, for prompted models) or ``"compact"``
             (for a model trained on compact prompts; :func:`~dynaweb_env.models.model_prompt_style` says which
             a trained model needs).
+        invalid_retries: How many times an output that does not parse cleanly (an ``error`` or a
+            ``fallback``) is drawn again, at temperature at least :data:`RETRY_MIN_TEMPERATURE`, all redraws of
+            a batch in one backend call. The first clean redraw replaces it; if none is clean, the first output
+            stays. ``0`` (default): never.
     """
 
     def __init__(
@@ -94,6 +105,7 @@ class WebWorldModel:
         max_axtree_chars: int = DEFAULT_MAX_AXTREE_CHARS,
         output_mode: str = "tree",
         prompt_style: str = "paper",
+        invalid_retries: int = 0,
     ):
         if not callable(getattr(backend, "generate", None)):
             raise ValueError(f"backend must implement GenerationBackend.generate, got {type(backend).__name__}")
@@ -101,7 +113,10 @@ class WebWorldModel:
             raise ValueError(f"max_axtree_chars must be >= 0, got {max_axtree_chars}")
         if output_mode not in OUTPUT_MODES:
             raise ValueError(f"output_mode must be one of {sorted(OUTPUT_MODES)}, got {output_mode!r}")
+        if isinstance(invalid_retries, bool) or not isinstance(invalid_retries, int) or invalid_retries < 0:
+            raise ValueError(f"invalid_retries must be an integer >= 0, got {invalid_retries!r}")
         self.backend = backend
+        self.invalid_retries = invalid_retries
         self.sampling = sampling or SamplingParams(temperature=0.7, top_p=0.9, max_new_tokens=DEFAULT_MAX_NEW_TOKENS)
         self.max_axtree_chars = max_axtree_chars
         self.output_mode = output_mode
@@ -140,6 +155,22 @@ class WebWorldModel:
             # An edit written twice is never meaningful, and a small model decoding greedily tends to repeat
             # its last edit until max_new_tokens: stop at the first repetition.
             params = dataclasses.replace(params, stop_at_repeated_line=True)
+        predictions = self._generate(requests, params)
+        retry = dataclasses.replace(params, temperature=max(params.temperature, RETRY_MIN_TEMPERATURE))
+        for attempt in range(1, self.invalid_retries + 1):
+            redo = [i for i, prediction in enumerate(predictions) if not is_clean(prediction)]
+            if not redo:
+                break
+            # Its own seed per attempt, so that a seeded batch stays reproducible and redraws differ.
+            seed_of_attempt = None if seed is None else seed + 7919 * attempt
+            redrawn = self._generate([requests[i] for i in redo], dataclasses.replace(retry, seed=seed_of_attempt))
+            for i, prediction in zip(redo, redrawn, strict=True):
+                if is_clean(prediction):
+                    predictions[i] = prediction
+        return predictions
+
+    def _generate(self, requests: Sequence[WorldModelRequest], params: SamplingParams) -> list[WorldModelPrediction]:
+        """One batched backend call, parsed."""
         generations = self.backend.generate([self.build_messages(request) for request in requests], params)
         if len(generations) != len(requests):
             raise GenerationError(f"backend returned {len(generations)} generations for {len(requests)} prompts")
@@ -165,7 +196,10 @@ class WebWorldModel:
 
     def __repr__(self) -> str:
         name = getattr(self.backend, "model_name", type(self.backend).__name__)
-        return f"WebWorldModel({name!r}, output_mode={self.output_mode!r}, prompt_style={self.prompt_style!r})"
+        return (
+            f"WebWorldModel({name!r}, output_mode={self.output_mode!r}, prompt_style={self.prompt_style!r}, "
+            f"invalid_retries={self.invalid_retries})"
+        )
 
 
 __all__ = [
@@ -175,4 +209,6 @@ __all__ = [
     "OUTPUT_MODE_PROMPTS",
     "WebWorldModel",
     "WorldModelRequest",
+    "RETRY_MIN_TEMPERATURE",
+    "is_clean",
 ]

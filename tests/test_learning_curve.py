@@ -1,0 +1,82 @@
+"""benchmarks/paper_claims.py learning_curve: every checkpoint evaluated, plotted against the real steps behind it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from benchmark_scripts import load_benchmark
+from test_paper_claims import SHIPPED_DEMOS, TINY_BUDGET, TINY_MODELS, _fake_result, drive
+
+claims = load_benchmark("paper_claims")
+CURVE = ["learning_curve", "--seeds", "0", "--sft-seed", "0", "--set", "train_steps=4", "save_steps=2"]
+
+
+def test_each_checkpoint_of_one_training_run_is_evaluated(tmp_path):
+    ctx = claims.make_context(claims.parse_args([*CURVE, "--runs-dir", str(tmp_path)]))
+    runs = {run.arm.key: run for run in claims.plan("learning_curve", ctx)}
+    assert list(runs) == ["sft", "gspo-real@2", "gspo-real@4", "dynaweb-dreams@2", "dynaweb-dreams@4"]
+    gspo, last = runs["gspo-real@2"], runs["gspo-real@4"]
+    assert gspo.train.output_dir == last.train.output_dir  # one training run per method and seed
+    assert "--max-steps 4" in gspo.train.command and "--save-total-limit 2" in gspo.train.command
+    assert f"--policy {claims.rel(gspo.train.output_dir / 'checkpoint-2')} " in gspo.eval.command
+    # The last point is the run's final policy: the same evaluation as table1's or dreams_only's would be.
+    assert f"--policy {claims.rel(last.train.output_dir)} " in last.eval.command
+    assert gspo.eval.output_dir != last.eval.output_dir
+    dreams = runs["dynaweb-dreams@2"]
+    assert "--env dream --expert-frac 0.0" in dreams.train.command
+    assert dreams.train.output_dir == runs["dynaweb-dreams@4"].train.output_dir != gspo.train.output_dir
+    assert runs["sft"].arm.x == 0 and runs["sft"].train is None
+
+
+def test_checkpoint_real_steps_come_from_its_step_counter(tmp_path):
+    ctx = claims.make_context(claims.parse_args([*CURVE, *SHIPPED_DEMOS, "--runs-dir", str(tmp_path), "--skip-eval"]))
+    claims.write_train_split(ctx)  # the SFT start's demonstrations, counted in the result
+    run = next(run for run in claims.plan("learning_curve", ctx) if run.arm.key == "gspo-real@2")
+    claims.write_json(run.sft.result_file, {"runtime_s": 1.0})
+    claims.write_json(run.train.result_file, {"global_step": 4, "real_env_steps": 40, "expert_env_steps": 0})
+    checkpoint = run.train.output_dir / "checkpoint-2"
+    counter = {"attributes": {"episodes": 8, "real_env_steps": 17, "expert_env_steps": 0}}
+    claims.write_json(
+        checkpoint / "trainer_state.json", {"global_step": 2, "stateful_callbacks": {"EnvStepCounter": counter}}
+    )
+    result = claims.aggregate("learning_curve", [run], ctx, "cmd")["runs"][0]
+    assert result["real_env_steps"]["online_real"] == 17  # not the finished run's 40
+    assert result["train_summary"]["global_step"] == 2
+    claims.write_json(checkpoint / "trainer_state.json", {"global_step": 2})
+    with pytest.raises(ValueError, match="holds no EnvStepCounter"):
+        claims.aggregate("learning_curve", [run], ctx, "cmd")
+
+
+def test_criteria_give_the_real_step_ratio_where_dynaweb_reaches_gspo(tmp_path):
+    ctx = claims.make_context(claims.parse_args([*CURVE, "--runs-dir", str(tmp_path)]))
+    runs = claims.plan("learning_curve", ctx)
+    success = {"sft": 0.5, "gspo-real@2": 0.6, "gspo-real@4": 0.7, "dynaweb-dreams@2": 0.7, "dynaweb-dreams@4": 0.8}
+    online = {"gspo-real@2": 40, "gspo-real@4": 80}
+    for run in runs:
+        extra = 2521 if run.arm.method == "dynaweb" else 0
+        claims.write_json(run.result_file, _fake_result(run, success[run.arm.key], online.get(run.arm.key, 0), extra))
+    report = claims.aggregate("learning_curve", runs, ctx, "cmd")
+    criteria = report["criteria"]
+    assert criteria["gspo_final_success"]["mean"] == pytest.approx(0.7)
+    assert criteria["dynaweb_reaches_gspo_final"] is True and criteria["dynaweb_updates_to_reach"] == 2
+    assert criteria["real_step_ratio"]["total"] == pytest.approx((67 + 2521) / (67 + 80))
+    assert criteria["real_step_ratio"]["training_only"] == pytest.approx(2521 / 80)
+    assert criteria["at_most_10pct_of_gspo_real_steps"] is False
+    png = tmp_path / "curve.png"
+    claims.plot(report, png)
+    assert png.stat().st_size > 10_000
+
+
+def test_dream_curve_smoke_run_keeps_and_reads_real_checkpoints(tmp_path):
+    """Two DynaWeb updates in tiny-random dreams, through the real tools: checkpoint 1 is kept and read."""
+    budget = [item if item != "train_steps=1" else "train_steps=2" for item in TINY_BUDGET]
+    args = ["learning_curve", "--arms", "dynaweb-dreams@1", "dynaweb-dreams@2", "--seeds", "0", "--skip-eval"]
+    completed = drive(tmp_path, *args, "--tasks", "miniwob.click-button", *TINY_MODELS, *SHIPPED_DEMOS, *budget)
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    report = json.loads((tmp_path / "results" / "paper_claims_learning_curve.json").read_text())
+    runs = {run["arm"]: run for run in report["runs"]}
+    assert runs["dynaweb-dreams@1"]["train_summary"]["global_step"] == 1
+    assert runs["dynaweb-dreams@1"]["train_summary"]["checkpoint"].endswith("checkpoint-1")
+    assert runs["dynaweb-dreams@2"]["train_summary"]["global_step"] == 2
+    assert completed.stdout.count("running dynaweb-train") == 1  # one run serves both points
