@@ -80,3 +80,12 @@ def test_dream_curve_smoke_run_keeps_and_reads_real_checkpoints(tmp_path):
     assert runs["dynaweb-dreams@1"]["train_summary"]["checkpoint"].endswith("checkpoint-1")
     assert runs["dynaweb-dreams@2"]["train_summary"]["global_step"] == 2
     assert completed.stdout.count("running dynaweb-train") == 1  # one run serves both points
+
+
+def test_world_model_real_steps_are_read_from_its_training_record():
+    from claims.statistics import world_model_transitions
+
+    assert world_model_transitions("smollm2-135m-wm-patch") == 2521  # the large dataset's train split
+    assert world_model_transitions("smollm2-135m-judge-dagger") is None  # a judge: not world-model transitions
+    assert world_model_transitions("tiny-random") is None  # untrained: no record, unknown
+    assert world_model_transitions("/no/such/model") is None
