@@ -63,7 +63,7 @@ from .world_model_sft import is_terminal_transition, load_trajectories
 #: Settings recorded in the report (besides the seed).
 _SETTINGS = (
     "max_depth", "max_new_tokens", "temperature", "batch_size", "max_axtree_chars", "limit", "max_per_task",
-    "keep_typed_text", "invalid_retries",
+    "keep_typed_text", "invalid_retries", "shard",
 )  # fmt: skip
 #: The reference world model that copies the current page.
 COPY_MODEL = "copy"
@@ -354,6 +354,8 @@ def per_task_sample(trajectories: Sequence[Trajectory], max_per_task: int) -> li
 
 def evaluate_world_models(args: WorldModelEvalConfig, command: str) -> dict[str, Any]:
     trajectories = per_task_sample(load_trajectories(args.data, args.split), args.max_per_task)[: args.limit or None]
+    shard, shards = (int(part) for part in args.shard.split("/"))
+    trajectories = trajectories[shard::shards]
     results: dict[str, dict[str, Any]] = {}
     for spec in args.world_models:
         # A trained world model is evaluated in the mode it was trained for; others in every requested mode.
@@ -422,7 +424,7 @@ class WorldModelEvalConfig:
         split (`str` or `None`, *optional*, defaults to `"test"`):
             ``metadata["split"]`` to keep (``all``: every trajectory).
         limit, max_per_task, max_depth, max_new_tokens, temperature, batch_size, max_axtree_chars, judge,
-        judge_max_new_tokens, judge_only, keep_typed_text, invalid_retries, seed, output: see each flag's help.
+        judge_max_new_tokens, judge_only, keep_typed_text, invalid_retries, shard, seed, output: see each flag's help.
     """
 
     world_models: list[str] = field(
@@ -458,12 +460,22 @@ class WorldModelEvalConfig:
         default=0,
         metadata={"help": "Draw a malformed prediction again up to N times, sampled (WebWorldModel invalid_retries)."},
     )
+    shard: str = field(
+        default="0/1",
+        metadata={
+            "help": "K/N: evaluate every N-th trajectory from the K-th (0-based), so that N processes share the work; "
+            "benchmarks/merge_wm_evals.py joins their reports."
+        },
+    )
     seed: int = field(default=0, metadata={"help": "Sampling seed."})
     output: str = field(default=DEFAULT_OUTPUT, metadata={"help": "JSON report (the PNG goes beside it)."})
 
     def __post_init__(self) -> None:
         if self.judge_only and not self.judge:
             raise ValueError("--judge-only with --no-judge measures nothing")
+        shard, _, shards = self.shard.partition("/")
+        if not (shard.isdigit() and shards.isdigit() and int(shard) < int(shards)):
+            raise ValueError(f"--shard must be K/N with 0 <= K < N, got {self.shard!r}")
         if self.split is not None and self.split.lower() in ("all", "none", ""):
             self.split = None
         counts = ("limit", "max_per_task", "max_depth", "max_new_tokens", "batch_size", "max_axtree_chars")

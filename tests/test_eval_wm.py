@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -175,3 +176,34 @@ def test_keep_typed_text_scores_the_same_predictions_as_a_dream_shows_them(tmp_p
         record["f1"] >= plain["f1"] for record, plain in zip(kept["transitions"], copied["transitions"], strict=True)
     )
     assert saved["settings"]["keep_typed_text"] is True
+
+
+def test_shards_joined_equal_one_unsharded_run(tmp_path):
+    """``--shard K/N`` runs score disjoint slices; ``merge_wm_evals.py`` joins them into the unsharded report."""
+    from benchmark_scripts import load_benchmark
+
+    merge_main = load_benchmark("merge_wm_evals").main
+
+    common = ["--world-models", "copy", "tiny-random", "--limit", "3", "--max-depth", "1", "--max-new-tokens", "4",
+              "--judge-max-new-tokens", "4"]  # fmt: skip
+    whole = main([*common, "--output", str(tmp_path / "whole.json")])
+    shards = [str(tmp_path / f"shard{k}.json") for k in (1, 0)]  # any order
+    for k, path in zip((1, 0), shards, strict=True):
+        main([*common, "--shard", f"{k}/2", "--output", path])
+    parts = [json.loads(Path(path).read_text()) for path in shards]
+    assert sorted(p["trajectories"] for p in parts) == [1, 2]  # every 2nd trajectory from the K-th
+    joined = merge_main([*shards, "--output", str(tmp_path / "joined.json")])
+    assert joined["trajectories"] == whole["trajectories"] == 3 and joined["settings"]["shards"] == 2
+    for label, result in whole["results"].items():
+        merged = joined["results"][label]
+        key = lambda r: (r["trajectory"], r.get("index", 0))  # noqa: E731
+        assert sorted(map(key, merged["transitions"])) == sorted(map(key, result["transitions"]))
+        for name in ("transitions", "valid", "f1", "strict_f1", "exact", "terminal_correct"):
+            assert merged["summary"][name] == pytest.approx(result["summary"][name], abs=1e-3), (label, name)
+        assert merged["summary"]["drift"]["1"]["n"] == result["summary"]["drift"]["1"]["n"]
+        assert merged["summary"]["drift"]["1"]["f1"] == pytest.approx(result["summary"]["drift"]["1"]["f1"], abs=1e-3)
+    assert len(joined["results"]["tiny-random"]["judge"]) == len(whole["results"]["tiny-random"]["judge"])
+    with pytest.raises(SystemExit, match="distinct shards"):  # a shard twice is not the whole evaluation
+        merge_main([shards[0], shards[0], "--output", str(tmp_path / "bad.json")])
+    with pytest.raises(SystemExit):
+        parse_args(["--shard", "2/2"])
