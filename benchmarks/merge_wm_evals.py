@@ -2,7 +2,7 @@
 
 Each shard scores a disjoint slice of the same trajectories (every N-th from the K-th), so N processes can
 share the cores of a machine. This script concatenates their per-transition records and judge cases per world
-model and summarises them again with the evaluator's own :func:`~dynaweb_trainer.evaluate_world_model.summarise`
+model and summarises them again with the evaluator's own :func:`~dynaweb_trainer.world_model_scores.summarise`
 (drift summaries, which keep no per-transition rows, are joined as means weighted by their counts).
 
 Command (the one behind ``benchmarks/results/heldout_full_patch_retries2.json``)::
@@ -22,7 +22,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from dynaweb_trainer.evaluate_world_model import format_table, summarise
+from dynaweb_trainer.world_model_scores import format_table, summarise
 
 
 def _check_shards(reports: list[dict[str, Any]]) -> None:

@@ -52,12 +52,12 @@ from typing import Any
 from dynaweb_env.data.schema import Trajectory
 from dynaweb_env.llm.base import SamplingParams
 from dynaweb_env.models import world_model_output_mode
-from dynaweb_env.observation import axtree_nodes
 from dynaweb_env.world_model.consistency import write_typed_text_in
 from dynaweb_env.world_model.judge import TrajectoryJudge, judge_cases
 from dynaweb_env.world_model.model import OUTPUT_MODES, WebWorldModel, WorldModelRequest, is_clean
 from dynaweb_env.world_model.parsing import WorldModelPrediction
 
+from .world_model_scores import format_table, plot_drift, summarise, tree_scores
 from .world_model_sft import is_terminal_transition, load_trajectories
 
 #: Settings recorded in the report (besides the seed).
@@ -68,21 +68,6 @@ _SETTINGS = (
 #: The reference world model that copies the current page.
 COPY_MODEL = "copy"
 DEFAULT_OUTPUT = "runs/eval-wm/wm_eval.json"
-
-
-def tree_scores(predicted: str, real: str) -> dict[str, float]:
-    """Precision, recall, F1 of predicted node lines against real ones (multisets) and exact match."""
-    predicted_nodes, real_nodes = Counter(axtree_nodes(predicted)), Counter(axtree_nodes(real))
-    hits = sum((predicted_nodes & real_nodes).values())
-    precision = hits / sum(predicted_nodes.values()) if predicted_nodes else float(not real_nodes)
-    recall = hits / sum(real_nodes.values()) if real_nodes else float(not predicted_nodes)
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return {
-        "precision": precision,
-        "recall": recall,
-        "f1": f1,
-        "exact": float(axtree_nodes(predicted) == axtree_nodes(real)),
-    }
 
 
 class _CopyWorldModel:
@@ -143,14 +128,6 @@ class _TokenCounter:
         else:
             self.redraw_tokens += sum(counts)
         return generations
-
-
-def _strict_f1(record: dict) -> float:
-    return float(record["f1"]) if record["valid"] else 0.0
-
-
-def _mean(values: Sequence[float]) -> float | None:
-    return round(sum(values) / len(values), 4) if values else None
 
 
 def evaluate_one_step(
@@ -225,93 +202,6 @@ def evaluate_judge(
         }
         for (_, reward, name), verdict in zip(cases, verdicts, strict=True)
     ]
-
-
-def summarise(records: list[dict], drift: dict[int, list[dict]], judged: list[dict] | None) -> dict[str, Any]:
-    def column(key: str) -> list[float]:
-        return [_strict_f1(r) if key == "strict_f1" else float(r[key]) for r in records]
-
-    summary = {
-        "transitions": len(records),
-        **{
-            k: _mean(column(k))
-            for k in (
-                "valid",
-                "precision",
-                "recall",
-                "f1",
-                "strict_f1",
-                "exact",
-                "url_correct",
-                "terminal_correct",
-                "tokens",
-                "seconds",
-            )
-        },
-        "drift": {
-            str(depth): {
-                "n": len(rows),
-                "f1": _mean([r["f1"] for r in rows]),
-                "strict_f1": _mean([_strict_f1(r) for r in rows]),
-                "exact": _mean([r["exact"] for r in rows]),
-            }
-            for depth, rows in drift.items()
-        },
-    }
-    if judged is not None:
-        summary["judge_accuracy"] = _mean([float(r["correct"]) for r in judged])
-        summary["judge_cases"] = len(judged)
-        # Accuracy alone hides a judge that always says the same: GSPO needs both outcomes recognised.
-        for outcome, real in (("success", True), ("failure", False)):
-            correct = [float(r["correct"]) for r in judged if (r["reward"] >= 0.5) == real]
-            summary[f"judge_{outcome}_recall"] = _mean(correct)
-        summary["judge_unreadable"] = sum(r["error"] is not None for r in judged)
-    return summary
-
-
-def format_table(results: dict[str, dict[str, Any]]) -> str:
-    """One row per world model: the one-step metrics, strict F1 at each depth and judge accuracy."""
-    depths = sorted({int(d) for r in results.values() for d in r["summary"]["drift"]})
-    head = ["world model", "valid", "P", "R", "F1", "strict", "exact", "URL", "term", "tok/tr", "s/tr"]
-    head += [f"strict@{d}" for d in depths] + ["judge", "j-succ", "j-fail"]
-    rows = [head]
-    for label, result in results.items():
-        s = result["summary"]
-
-        def fmt(value: Any, digits: int = 2) -> str:
-            return "-" if value is None else f"{value:.{digits}f}"
-
-        row = [label] + [
-            fmt(s[k])
-            for k in ("valid", "precision", "recall", "f1", "strict_f1", "exact", "url_correct", "terminal_correct")
-        ]
-        row += [fmt(s["tokens"], 0), fmt(s["seconds"], 1)]
-        row += [fmt(s["drift"].get(str(d), {}).get("strict_f1")) for d in depths]
-        row += [fmt(s.get(k)) for k in ("judge_accuracy", "judge_success_recall", "judge_failure_recall")]
-        rows.append(row)
-    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)) for r in rows)
-
-
-def plot_drift(results: dict[str, dict[str, Any]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axis = plt.subplots(figsize=(5, 3.5))
-    for label, result in results.items():
-        drift = result["summary"]["drift"]
-        depths = sorted(int(d) for d in drift)
-        axis.plot(depths, [drift[str(d)]["strict_f1"] for d in depths], marker="o", label=label)
-    axis.set_xlabel("dream depth (steps fed its own predictions)")
-    axis.set_ylabel("next-tree node F1 (invalid output = 0)")
-    axis.set_ylim(0, 1.05)
-    axis.set_title("World-model drift on held-out real trajectories")
-    axis.legend(fontsize=8)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
 
 
 def build_world_model(
@@ -514,6 +404,7 @@ __all__ = [
     "WorldModelEvalConfig",
     "parse_args",
     "per_task_sample",
+    "summarise",
     "tree_scores",
     "evaluate_world_models",
     "format_table",
