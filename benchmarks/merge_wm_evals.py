@@ -22,21 +22,26 @@ import json
 from pathlib import Path
 from typing import Any
 
+from dynaweb_trainer.evaluate_world_model import parse_shard
 from dynaweb_trainer.world_model_scores import format_table, summarise
+
+
+def _unsharded_settings(report: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in report["settings"].items() if k != "shard"}
 
 
 def _check_shards(reports: list[dict[str, Any]]) -> None:
     """Refuse reports that are not shards of one evaluation (other settings, data or world models)."""
 
     def what(report: dict[str, Any]) -> tuple:
-        settings = {k: v for k, v in report["settings"].items() if k != "shard"}
-        return settings, report["data"], report["split"]
+        return _unsharded_settings(report), report["data"], report["split"]
 
     first = reports[0]
-    shards = {report["settings"].get("shard", "0/1") for report in reports}
+    shards = {parse_shard(report["settings"].get("shard", "0/1")) for report in reports}
     count = len(reports)
-    if len(shards) != count or {shard.split("/")[1] for shard in shards} != {str(count)}:
-        raise SystemExit(f"merge_wm_evals: need the {count} distinct shards K/{count}, got {sorted(shards)}")
+    if len(shards) != count or {shards_of for _, shards_of in shards} != {count}:
+        found = sorted(f"{k}/{n}" for k, n in shards)
+        raise SystemExit(f"merge_wm_evals: need the {count} distinct shards K/{count}, got {found}")
     for report in reports[1:]:
         if what(report) != what(first):
             raise SystemExit("merge_wm_evals: the reports differ in settings, data or split: not one evaluation")
@@ -73,7 +78,7 @@ def merge(reports: list[dict[str, Any]], commands: list[str]) -> dict[str, Any]:
             "transitions": records,
             "judge": judged,
         }
-    settings = {k: v for k, v in reports[0]["settings"].items() if k != "shard"}
+    settings = _unsharded_settings(reports[0])
     return {
         "command": commands,
         "data": reports[0]["data"],

@@ -224,6 +224,18 @@ def build_world_model(
     )  # fmt: skip
 
 
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"K/N"`` (``--shard``) as ``(K, N)``.
+
+    Raises:
+        ValueError: Unless ``0 <= K < N``.
+    """
+    shard, _, shards = text.partition("/")
+    if not (shard.isdigit() and shards.isdigit() and int(shard) < int(shards)):
+        raise ValueError(f"--shard must be K/N with 0 <= K < N, got {text!r}")
+    return int(shard), int(shards)
+
+
 def per_task_sample(trajectories: Sequence[Trajectory], max_per_task: int) -> list[Trajectory]:
     """The first ``max_per_task`` trajectories of each (task, collecting policy) pair, in file order (``0``: all).
 
@@ -244,7 +256,7 @@ def per_task_sample(trajectories: Sequence[Trajectory], max_per_task: int) -> li
 
 def evaluate_world_models(args: WorldModelEvalConfig, command: str) -> dict[str, Any]:
     trajectories = per_task_sample(load_trajectories(args.data, args.split), args.max_per_task)[: args.limit or None]
-    shard, shards = (int(part) for part in args.shard.split("/"))
+    shard, shards = parse_shard(args.shard)
     trajectories = trajectories[shard::shards]
     results: dict[str, dict[str, Any]] = {}
     for spec in args.world_models:
@@ -363,9 +375,7 @@ class WorldModelEvalConfig:
     def __post_init__(self) -> None:
         if self.judge_only and not self.judge:
             raise ValueError("--judge-only with --no-judge measures nothing")
-        shard, _, shards = self.shard.partition("/")
-        if not (shard.isdigit() and shards.isdigit() and int(shard) < int(shards)):
-            raise ValueError(f"--shard must be K/N with 0 <= K < N, got {self.shard!r}")
+        parse_shard(self.shard)
         if self.split is not None and self.split.lower() in ("all", "none", ""):
             self.split = None
         counts = ("limit", "max_per_task", "max_depth", "max_new_tokens", "batch_size", "max_axtree_chars")
@@ -403,6 +413,7 @@ __all__ = [
     "COPY_MODEL",
     "WorldModelEvalConfig",
     "parse_args",
+    "parse_shard",
     "per_task_sample",
     "summarise",
     "tree_scores",
