@@ -25,9 +25,13 @@ from .models import (
 
 #: The adapter weights file peft writes and reads.
 ADAPTER_WEIGHTS_FILE = "adapter_model.safetensors"
+#: The training record ``dynaweb-train-wm`` writes beside an adapter.
+TRAINING_RECORD_FILE = "wm_sft_summary.json"
+#: The record ``dynaweb-average-adapters`` writes beside an averaged adapter (its sources and their weights).
+AVERAGE_RECORD_FILE = "adapter_average.json"
 #: What :func:`ship_adapter` copies besides the weights and config (which it writes): the run's provenance
 #: (not the tokenizer: the base model has it).
-SHIPPED_FILES = ("wm_sft_summary.json",)
+SHIPPED_FILES = (TRAINING_RECORD_FILE, AVERAGE_RECORD_FILE)
 #: The highest LoRA rank shipped: rank 8 on every linear layer of SmolLM2-135M is 4.9 MB in float16.
 SHIPPED_MAX_RANK = 8
 
@@ -73,6 +77,8 @@ def ship_adapter(source: str | os.PathLike[str], name: str, max_rank: int | None
     for file_name in SHIPPED_FILES:
         if (source / file_name).is_file():
             shutil.copyfile(source / file_name, adapter.path / file_name)
+        else:  # a record of the adapter shipped before would describe another model
+            (adapter.path / file_name).unlink(missing_ok=True)
     (adapter.path / ADAPTER_CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n")
     # float16 halves the package size; peft casts the weights back to the model's dtype on loading.
     half = {key: value.to(torch.float16) if value.is_floating_point() else value for key, value in weights.items()}

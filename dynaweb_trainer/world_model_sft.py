@@ -62,6 +62,7 @@ from dynaweb_env.models import (
     name_adapter_base,
     resolve_model,
 )
+from dynaweb_env.ship import TRAINING_RECORD_FILE
 from dynaweb_env.world_model.judge import DEFAULT_JUDGE_MAX_AXTREE_CHARS
 from dynaweb_env.world_model.model import DEFAULT_MAX_AXTREE_CHARS, OUTPUT_MODES
 from dynaweb_env.world_model.prompts import PROMPT_STYLES, check_prompt_style, continues_prompt_style
@@ -85,7 +86,7 @@ from .world_model_data import (
 )
 
 #: Written into the output directory next to the adapter.
-SUMMARY_FILE = "wm_sft_summary.json"
+SUMMARY_FILE = TRAINING_RECORD_FILE
 
 LOSS_ON = ("full", "changes")
 LABEL_MISSING = ("diff", "skip")

@@ -39,18 +39,28 @@ def world_model_transitions(spec: str) -> int | None:
 
     ``None`` (unknown) for a model without that record: a prompted model, or one trained elsewhere. The
     transitions of the trajectories behind the judge's labels are not counted here: its records do not hold
-    them (``wm_sft_summary.json`` of a judge counts trajectories), so a DynaWeb total is a lower bound.
+    them (``wm_sft_summary.json`` of a judge counts trajectories), so a DynaWeb total is a lower bound. An
+    averaged adapter (``dynaweb-average-adapters``) counts its largest source's transitions, a lower bound too:
+    its sources' data may overlap (the shipped world model's two sources both trained on the train split).
     """
     from dynaweb_env.models import resolve_model
+    from dynaweb_env.ship import AVERAGE_RECORD_FILE, TRAINING_RECORD_FILE
+
+    def transitions(summary: dict[str, Any] | None) -> int | None:
+        if not summary or summary.get("examples", "world_model") != "world_model":  # older records: world models
+            return None
+        return (summary.get("data") or {}).get("transitions")
 
     try:
         path = resolve_model(spec)
     except ValueError:
         return None
-    summary = read_json(Path(path) / "wm_sft_summary.json") if isinstance(path, Path) else None
-    if not summary or summary.get("examples", "world_model") != "world_model":  # older records: world models only
+    if not isinstance(path, Path):
         return None
-    return (summary.get("data") or {}).get("transitions")
+    if (average := read_json(path / AVERAGE_RECORD_FILE)) is not None:
+        known = [n for source in average["sources"] if (n := transitions(source.get("training"))) is not None]
+        return max(known, default=None)
+    return transitions(read_json(path / TRAINING_RECORD_FILE))
 
 
 def env_steps(run: Run, train: dict[str, Any] | None, demonstrations: Path) -> dict[str, int | None]:
