@@ -74,7 +74,8 @@ def _time(backend: Any, prompts: list, params: SamplingParams) -> tuple[float, i
 
 
 def side_by_side(backends: dict[str, Any], prompts: list, params: SamplingParams, batched: bool) -> dict[str, Any]:
-    """Tokens/s of each engine on ``prompts``: all at once, or one at a time interleaved between engines."""
+    """Tokens/s of each engine on ``prompts``: all at once, or one at a time interleaved between engines; the ratio is
+    the other engine's over ``transformers``'."""
     seconds = dict.fromkeys(backends, 0.0)
     tokens = dict.fromkeys(backends, 0)
     batches = [prompts] if batched else [[prompt] for prompt in prompts]
@@ -89,8 +90,9 @@ def side_by_side(backends: dict[str, Any], prompts: list, params: SamplingParams
         **{name: {"seconds": round(seconds[name], 2), "tokens": tokens[name],
                   "tokens_per_second": round(tokens[name] / seconds[name], 3)} for name in backends},
     }  # fmt: skip
+    engine = next(name for name in backends if name != "transformers")  # the engine measured against the reference
     result["tokens_per_second_ratio"] = round(
-        result["ct2"]["tokens_per_second"] / result["transformers"]["tokens_per_second"], 3
+        result[engine]["tokens_per_second"] / result["transformers"]["tokens_per_second"], 3
     )
     return result
 
