@@ -42,14 +42,6 @@ from dynaweb_env.models import (
 from dynaweb_env.ship import ADAPTER_WEIGHTS_FILE, AVERAGE_RECORD_FILE, TRAINING_RECORD_FILE
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _check_sources(references: Sequence[str], weights: Sequence[float]) -> tuple[list[Path], str, dict[str, Any]]:
     """The sources' directories, their common base and the prompt style and output mode they share."""
     if len(references) < 2:
@@ -130,7 +122,7 @@ def average_adapters(
             {
                 "adapter": reference,
                 "weight": weight,
-                "weights_sha256": _sha256(path / ADAPTER_WEIGHTS_FILE),
+                "weights_sha256": hashlib.sha256((path / ADAPTER_WEIGHTS_FILE).read_bytes()).hexdigest(),
                 "training": json.loads(training.read_text()) if training.is_file() else None,
             }
         )
