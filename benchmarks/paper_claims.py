@@ -64,6 +64,8 @@ interrupted ``dynaweb-train`` resumes from its last checkpoint via ``--resume``,
     python benchmarks/paper_claims.py expert_frac --seeds 0 1 2
     python benchmarks/paper_claims.py world_model --seeds 0 1 2
     python benchmarks/paper_claims.py learning_curve --seeds 0 1 2 --sft-seed 0 --set train_steps=32 save_steps=8
+    # the multi-step suite (the 5 tasks with the longest expert episodes): results in benchmarks/results/multistep/
+    python benchmarks/paper_claims.py table1 dream_length --suite multistep --seeds 0 1 2 --sft-seed 0
     nohup python benchmarks/paper_claims.py table1 dream_length expert_frac world_model > runs/claims.log 2>&1 &
     python benchmarks/paper_claims.py table1 --dry-run          # the exact commands, nothing run
     python benchmarks/paper_claims.py table1 --aggregate-only   # JSON + PNG from the runs finished so far
@@ -128,7 +130,7 @@ from claims.runner import JobFailed, preflight, prepare_demonstrations, run_all,
 from claims.statistics import aggregate  # noqa: E402
 
 from dynaweb_env.models import TRAINED_JUDGE  # noqa: E402
-from dynaweb_trainer.evaluate import DEFAULT_TASKS  # noqa: E402
+from dynaweb_trainer.evaluate import TASK_SUITES  # noqa: E402
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -200,7 +202,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default="shuffled",
         help="order of every RL run's task queries: shuffled (TRL) or balanced (every task once before any again)",
     )
-    parser.add_argument("--tasks", nargs="+", default=list(DEFAULT_TASKS), help="tasks (default: the 9 shipped)")
+    parser.add_argument(
+        "--suite",
+        choices=sorted(TASK_SUITES),
+        default=None,
+        help="a named task suite: small (the 9 shipped tasks, the default) or multistep (the 5 tasks with the "
+        "longest expert episodes, 3-4 actions); its results go to <results-dir>/<suite>/ unless it is small",
+    )
+    parser.add_argument("--tasks", nargs="+", default=None, help="tasks (default: the suite's; not with --suite)")
     parser.add_argument(
         "--demonstrations",
         default="40",
@@ -251,7 +260,7 @@ def make_context(args: argparse.Namespace) -> Context:
         world_model=args.world_model,
         untrained_world_model=args.untrained_world_model,
         judge=args.judge,
-        tasks=list(args.tasks),
+        tasks=list(args.tasks or TASK_SUITES[args.suite or "small"]),
         runs_dir=args.runs_dir.resolve(),
         skip_eval=args.skip_eval,
         demonstrations=parse_demonstrations(args.demonstrations),
@@ -306,6 +315,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
     try:
+        if args.suite and args.tasks:
+            raise ValueError("give --suite or --tasks, not both")
+        if args.suite not in (None, "small"):  # its own files: the small suite's results keep their names
+            args.results_dir = args.results_dir / args.suite
         ctx = make_context(args)
         known = {arm.key for experiment in args.experiments for arm in experiment_arms(experiment, ctx)}
         if set(args.arms or ()) - known:

@@ -48,6 +48,16 @@ DEFAULT_TASKS: tuple[str, ...] = (
     "miniwob.click-tab", "miniwob.enter-password", "miniwob.enter-text", "miniwob.focus-text",
     "miniwob.login-user",
 )  # fmt: skip
+#: The MiniWoB++ tasks with the longest scripted-expert episodes, 3 to 4 actions each (mean actions over 50
+#: episodes in ``benchmarks/results/expert_success.json``: login-user-popup 3.96, the others 2.98-3.0). The
+#: tasks of 4 or more actions beyond these (search, email reply, booking, multi-orderings) cannot be solved
+#: through this observation and action grammar; :mod:`dynaweb_env.experts.miniwob_multistep` says why.
+MULTISTEP_TASKS: tuple[str, ...] = (
+    "miniwob.login-user-popup", "miniwob.use-autocomplete", "miniwob.login-user", "miniwob.enter-password",
+    "miniwob.click-checkboxes",
+)  # fmt: skip
+#: Named task suites (``benchmarks/paper_claims.py --suite``).
+TASK_SUITES: dict[str, tuple[str, ...]] = {"small": DEFAULT_TASKS, "multistep": MULTISTEP_TASKS}
 
 
 def parse_seeds(text: str | Sequence[str | int]) -> list[int]:

@@ -63,6 +63,10 @@ def test_criteria_give_the_real_step_ratio_where_dynaweb_reaches_gspo(tmp_path):
     assert criteria["real_step_ratio"]["total"] == pytest.approx((67 + 2521) / (67 + 80))
     assert criteria["real_step_ratio"]["training_only"] == pytest.approx(2521 / 80)
     assert criteria["at_most_10pct_of_gspo_real_steps"] is False
+    # The goal would need GSPO to spend ten times DynaWeb's 2,521 world-model transitions: 1,260 updates at 20 each.
+    assert criteria["gspo_real_steps_per_update"] == pytest.approx(20)
+    assert criteria["gspo_training_real_steps_for_10pct"] == 25210
+    assert criteria["gspo_updates_for_10pct"] == pytest.approx(25210 / 20)
     png = tmp_path / "curve.png"
     claims.plot(report, png)
     assert png.stat().st_size > 10_000

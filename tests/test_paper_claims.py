@@ -100,6 +100,28 @@ def test_table1_plan_is_a_fair_comparison(tmp_path):
     assert len({run.eval.args[run.eval.args.index("--seeds") + 1] for run in runs}) == 1
 
 
+def test_the_multistep_suite_is_its_own_runs_and_results(tmp_path):
+    from dynaweb_trainer.evaluate import MULTISTEP_TASKS
+
+    small = claims.make_context(claims.parse_args(["dream_length", "--runs-dir", str(tmp_path)]))
+    args = claims.parse_args(["dream_length", "--suite", "multistep", "--runs-dir", str(tmp_path)])
+    multistep = claims.make_context(args)
+    assert multistep.tasks == list(MULTISTEP_TASKS) and "miniwob.login-user-popup" in multistep.tasks
+    assert set(multistep.tasks) != set(small.tasks)
+    runs = {run.name: run for run in claims.plan("dream_length", multistep)}
+    other = {run.name: run for run in claims.plan("dream_length", small)}
+    # Its own demonstrations, SFT start and training runs: nothing of the small suite is reused.
+    assert claims.collect_job(multistep).output_dir != claims.collect_job(small).output_dir
+    assert runs["8-seed0"].sft.output_dir != other["8-seed0"].sft.output_dir
+    assert "miniwob.login-user-popup" in runs["8-seed0"].train.command
+    assert "--agent-max-steps 8" in runs["8-seed0"].train.command  # a dream of 8 steps: the agent may take 8
+    # It plans from the command line; --suite and --tasks together are refused.
+    out = drive(tmp_path, "dream_length", "--suite", "multistep", "--dry-run")
+    assert out.returncode == 0 and "miniwob.use-autocomplete" in out.stdout
+    out = drive(tmp_path, "table1", "--suite", "multistep", "--tasks", "miniwob.click-button", "--dry-run")
+    assert out.returncode == 2 and "--suite or --tasks" in out.stderr
+
+
 def test_one_sft_start_can_be_shared_by_every_rl_seed(tmp_path):
     own_ctx = claims.make_context(claims.parse_args(["table1", "--runs-dir", str(tmp_path)]))
     own = {run.name: run for run in claims.plan("table1", own_ctx)}

@@ -299,12 +299,18 @@ def dreams_only_criteria(results: Sequence[dict[str, Any]], sft: dict[str, Any] 
     }
 
 
+def _or_inf(value: float | None) -> float:
+    return float("inf") if value is None else value
+
+
 def learning_curve_criteria(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Issue 19's question: at what share of GSPO's real steps does DynaWeb reach GSPO's final success?
 
     GSPO's final success is the mean over seeds at its last checkpoint. DynaWeb's first checkpoint whose mean
     reaches it gives the ratio of the two mean real-step totals (``None`` where DynaWeb never reaches it), for
     the totals and for training alone (rollouts and the world model's data, the SFT demonstrations left out).
+    ``gspo_training_real_steps_for_10pct`` is what the 0.10x goal asks of GSPO in training (ten times DynaWeb's
+    own), and ``gspo_updates_for_10pct`` how many updates that is at GSPO's measured real steps per update.
     """
 
     def curve(method: str) -> list[dict[str, Any]]:
@@ -324,10 +330,18 @@ def learning_curve_criteria(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         parts = [[row["real_env_steps_mean"][key] for key in keys] for row in (reached, final)]
         ours, theirs = (None if None in part else sum(part) for part in parts)
         ratios[name] = None if ours is None or not theirs else ours / theirs
+    # What the 0.10x goal would ask of GSPO: DynaWeb's fewest real steps in training, ten times over, at the rate
+    # at which GSPO measured its real steps per update (a fixed world model costs the same at every checkpoint).
+    fewest = min((row["real_env_steps_mean"]["world_model_extra"] for row in dynaweb), default=None, key=_or_inf)
+    per_update = (final["real_env_steps_mean"]["online_real"] or 0) / final["x"] if final["x"] else 0
+    needed = None if fewest is None else 10 * (fewest + (dynaweb[0]["real_env_steps_mean"]["online_real"] or 0))
     return {
         "gspo_final_updates": final["x"],
         "gspo_final_success": final["success"],
         "gspo_final_real_steps": final["real_env_steps_mean"],
+        "gspo_real_steps_per_update": per_update,
+        "gspo_training_real_steps_for_10pct": needed,
+        "gspo_updates_for_10pct": None if needed is None or not per_update else needed / per_update,
         "dynaweb_best_success": max((row["success"] for row in dynaweb), key=lambda value: value["mean"]),
         "dynaweb_reaches_gspo_final": reached is not None,
         "dynaweb_updates_to_reach": None if reached is None else reached["x"],
