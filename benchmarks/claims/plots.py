@@ -91,8 +91,13 @@ def plot_learning_curve(report: dict[str, Any], path: Path) -> None:
             by_updates.scatter([x_updates] * len(values), values, color=color, s=10, alpha=0.6, zorder=3)
             if x_steps is not None:
                 by_steps.scatter([x_steps] * len(values), values, color=color, s=10, alpha=0.6, zorder=3)
+    # The goal of issue 19: DynaWeb at GSPO's final success with at most a tenth of GSPO's final real steps.
+    gspo_steps = [row["real_env_steps_mean"]["total"] for row in rows if row["method"] == "gspo-real"]
+    if gspo_steps and None not in gspo_steps:
+        goal = 0.1 * max(gspo_steps)
+        by_steps.axvline(goal, color="gray", linestyle=":", label=f"0.10x GSPO's final real steps ({goal:.0f})")
     by_steps.set_xscale("log")
-    by_steps.set_xlabel("real-environment steps behind the policy (demonstrations + rollouts + world-model data)")
+    by_steps.set_xlabel("real steps behind the policy (demonstrations + rollouts + world-model data)", fontsize=8)
     by_updates.set_xlabel("policy updates")
     ylabel = {"success": "held-out success rate (real pages)", "train_success_last": "training success (NOT held-out)"}
     for axis in (by_steps, by_updates):
