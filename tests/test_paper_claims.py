@@ -33,6 +33,22 @@ def drive(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=170)
 
 
+def test_a_smoke_run_trains_its_world_model_and_judge_on_the_demonstrations(tmp_path):
+    """dynaweb-train-wm on the demonstrations, then one DynaWeb update dreamed and judged by that adapter."""
+    args = ["dream_length", "--arms", "1", "--seeds", "0", "--skip-eval", "--tasks", "miniwob.click-button"]
+    args += ["--policy", "tiny-random", "--untrained-world-model", "tiny-random", "--model-data", "demonstrations"]
+    completed = drive(tmp_path, *args, *SHIPPED_DEMOS, *TINY_BUDGET, "model_steps=1")
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert "running dynaweb-train-wm" in completed.stdout
+    (run,) = json.loads((tmp_path / "results" / "paper_claims_dream_length.json").read_text())["runs"]
+    models = Path(run["output_dirs"][1])
+    summary = json.loads((ROOT / models / "wm_sft_summary.json").read_text())
+    assert summary["examples"] == "both" and summary["steps"] == 1
+    assert summary["data"]["transitions"] == 67 and summary["data"]["judge_examples"] > 0  # the 36 demonstrations'
+    assert f"--world-model {models} " in run["commands"][2] and f"--judge {models} " in run["commands"][2]
+    assert run["real_env_steps"]["world_model_extra"] == 0 and run["real_env_steps"]["total"] == 67
+
+
 def test_dream_smoke_run_aggregates_then_skips_and_dry_runs(tmp_path):
     """SFT start + one DynaWeb update in tiny-random dreams, end to end through the real tools."""
     args = ["dream_length", "--arms", "1", "--seeds", "0", "--skip-eval", "--tasks", "miniwob.click-button"]
@@ -120,6 +136,32 @@ def test_the_multistep_suite_is_its_own_runs_and_results(tmp_path):
     assert out.returncode == 0 and "miniwob.use-autocomplete" in out.stdout
     out = drive(tmp_path, "table1", "--suite", "multistep", "--tasks", "miniwob.click-button", "--dry-run")
     assert out.returncode == 2 and "--suite or --tasks" in out.stderr
+
+
+def test_models_trained_on_the_demonstrations_are_a_job_of_the_dynaweb_runs_only(tmp_path):
+    args = ["table1", "--model-data", "demonstrations", *SHIPPED_DEMOS, "--runs-dir", str(tmp_path)]
+    ctx = claims.make_context(claims.parse_args(args))
+    claims.write_train_split(ctx)
+    runs = {run.name: run for run in claims.plan("table1", ctx)}
+    dream, real = runs["dynaweb-seed0"], runs["gspo-real-seed0"]
+    assert [job.tool for job in dream.jobs] == ["dynaweb-sft", "dynaweb-train-wm", "dynaweb-train", "dynaweb-eval"]
+    assert real.models is None and runs["sft-seed0"].models is None
+    models = dream.models
+    assert f"--dataset_path {claims.rel(ctx.train_data)} " in models.command  # the SFT start's data, nothing else
+    assert "--examples both" in models.command and "--model_name_or_path smollm2-135m " in models.command
+    where = claims.rel(models.output_dir)
+    assert f"--world-model {where} " in dream.train.command and f"--judge {where} " in dream.train.command
+    assert dream.models.output_dir == runs["dynaweb-seed1"].models.output_dir  # one model for every seed
+    shipped = {run.name: run for run in claims.plan("table1", claims.make_context(claims.parse_args(args[:1])))}
+    assert shipped["dynaweb-seed0"].models is None
+    assert shipped["dynaweb-seed0"].train.output_dir != dream.train.output_dir
+    # Their data are the demonstrations, counted once, in the SFT start's steps: DynaWeb adds none.
+    from claims.statistics import env_steps  # importable once paper_claims is loaded (it adds benchmarks/)
+
+    steps = env_steps(dream, {"real_env_steps": 0, "expert_env_steps": 3}, ctx.train_data)
+    assert (steps["world_model_extra"], steps["total"]) == (0, 67)
+    out = drive(tmp_path, "table1", "--model-data", "demonstrations", "--world-model", "x", "--dry-run")
+    assert out.returncode == 2 and "no --world-model or --judge" in out.stderr
 
 
 def test_one_sft_start_can_be_shared_by_every_rl_seed(tmp_path):

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .jobs import TRAINED_WORLD_MODEL, Context, Job, eval_job, evaluation_of, rel, sft_job, train_job
+from .jobs import TRAINED_WORLD_MODEL, Context, Job, eval_job, evaluation_of, models_job, rel, sft_job, train_job
 
 EXPERIMENTS: tuple[str, ...] = ("table1", "dream_length", "expert_frac", "world_model", "dreams_only", "learning_curve")
 SWEEPS: dict[str, tuple[float, ...]] = {"dream_length": (1, 3, 5, 8), "expert_frac": (0.0, 0.25, 0.5, 1.0)}
@@ -40,7 +40,8 @@ class Arm:
         label: For tables and plots.
         x: The swept value (sweeps only).
         train_flags: ``dynaweb-train`` flags of this arm (over the shared ones).
-        world_model: ``shipped`` (the default trained one), ``untrained``, ``custom`` or ``None`` (no dreams).
+        world_model: ``shipped`` (the default trained one), ``untrained``, ``custom``, ``demonstrations`` (world
+            model and judge trained on the demonstrations, ``--model-data demonstrations``) or ``None`` (no dreams).
         checkpoint: Evaluate the training run's checkpoint after this many updates instead of its final policy
             (``None``: the final one). The arms of one method in ``learning_curve`` share one training run.
     """
@@ -80,6 +81,9 @@ def dynaweb_arm(ctx: Context, key: str, label: str, x: float | None = None, **se
     if world_model is not None:
         flags["--world-model"] = world_model
     kind = "untrained" if untrained else ("custom" if ctx.world_model is not None else "shipped")
+    if ctx.model_data == "demonstrations" and not untrained:
+        flags["--world-model"] = flags["--judge"] = rel(models_job(ctx).output_dir)
+        kind = "demonstrations"
     return Arm(key, "dynaweb", label, x, flags, kind)
 
 
@@ -106,10 +110,17 @@ def experiment_arms(experiment: str, ctx: Context) -> list[Arm]:
         return [Arm("sft", "sft", "SFT start", x=0), *curve_arms(ctx)]
     if experiment == "world_model":
         return [
-            dynaweb_arm(ctx, "trained", f"trained ({ctx.world_model or TRAINED_WORLD_MODEL})"),
+            dynaweb_arm(ctx, "trained", f"trained ({trained_models(ctx)})"),
             dynaweb_arm(ctx, "untrained", f"untrained ({ctx.untrained_world_model})", untrained=True),
         ]
     raise ValueError(f"unknown experiment {experiment!r}; known: {', '.join(EXPERIMENTS)}")
+
+
+def trained_models(ctx: Context) -> str:
+    """What DynaWeb's trained world model is, for labels."""
+    if ctx.model_data == "demonstrations":
+        return "on the demonstrations"
+    return ctx.world_model or TRAINED_WORLD_MODEL
 
 
 def checkpoint_steps(ctx: Context) -> list[int]:
@@ -143,6 +154,7 @@ class Run:
     train: Job | None
     eval: Job | None
     result_file: Path
+    models: Job | None = None  # the world model and judge trained on the demonstrations, when the arm uses them
 
     @property
     def name(self) -> str:
@@ -150,7 +162,7 @@ class Run:
 
     @property
     def jobs(self) -> list[Job]:
-        return [job for job in (self.sft, self.train, self.eval) if job is not None]
+        return [job for job in (self.sft, self.models, self.train, self.eval) if job is not None]
 
     def done(self, ctx: Context) -> bool:
         """Finished: a result of this configuration exists, evaluated unless evaluation is skipped, and its jobs'
@@ -179,7 +191,8 @@ def plan(experiment: str, ctx: Context, arms: Sequence[str] | None = None) -> li
 
 
 def make_run(experiment: str, arm: Arm, seed: int | None, ctx: Context) -> Run:
-    """One run's jobs: the SFT start (not for the base model), training (RL arms), evaluation."""
+    """One run's jobs: the SFT start (not for the base model), the models it dreams with where they are trained
+    on the demonstrations, training (RL arms), evaluation."""
     start = None if seed is None else sft_job(ctx, seed if ctx.sft_seed is None else ctx.sft_seed)
     train = train_job(ctx, arm, seed, start) if arm.method in ("gspo-real", "dynaweb") else None
     policy_job = train or start
@@ -191,4 +204,6 @@ def make_run(experiment: str, arm: Arm, seed: int | None, ctx: Context) -> Run:
         base = f"base-{ctx.policy.strip('/').replace('/', '_')}"
         evaluation = evaluation_of(ctx, policy_job) if policy_job else eval_job(ctx, base, ctx.policy)
     run_name = arm.key if seed is None else f"{arm.key}-seed{seed}"
-    return Run(experiment, arm, seed, start, train, evaluation, ctx.runs_dir / experiment / run_name / "result.json")
+    models = models_job(ctx) if arm.world_model == "demonstrations" else None
+    result_file = ctx.runs_dir / experiment / run_name / "result.json"
+    return Run(experiment, arm, seed, start, train, evaluation, result_file, models)

@@ -34,6 +34,7 @@ TOOLS: dict[str, str] = {
     "dynaweb-train": "dynaweb_trainer.cli",
     "dynaweb-eval": "dynaweb_trainer.evaluate",
     "dynaweb-collect": "dynaweb_trainer.collect",
+    "dynaweb-train-wm": "dynaweb_trainer.world_model_sft",
 }
 #: Flags that change where or how a tool writes, not what it computes: left out of the run's hash.
 NON_SEMANTIC_FLAGS = frozenset({"--num-envs", "--save-steps", "--save_steps", "--save-total-limit", "--resume"})
@@ -79,6 +80,9 @@ class Budget:
             in SFT and evaluation, so the policy always sees what it trained on) and episode cap.
         world_model_max_new_tokens, judge_max_new_tokens: Token budgets of one prediction / verdict.
         save_steps: Checkpoint interval (what an interrupted run loses at most).
+        model_steps: Optimizer steps (of 4 examples) of the world model and judge trained on the demonstrations
+            alone (``--model-data demonstrations``): 350 is about one pass over the 360 demonstrations' 681
+            transitions and their 720 judge cases.
         eval_seeds: Held-out task seeds of ``dynaweb-eval`` (every task with every seed).
         eval_envs: Browsers in parallel during evaluation.
     """
@@ -100,6 +104,7 @@ class Budget:
     world_model_max_new_tokens: int = 384
     judge_max_new_tokens: int = 128
     save_steps: int = 2
+    model_steps: int = 350
     eval_seeds: str = held_out_seeds(100, 10)
     eval_envs: int = 4
 
@@ -162,6 +167,10 @@ class Context:
     dream_resamples: int = 0
     #: Order of every RL run's task queries (``dynaweb-train --task-order``): ``"shuffled"`` or ``"balanced"``.
     task_order: str = "shuffled"
+    #: DynaWeb's world model and judge: ``"shipped"`` (trained models, ``world_model``/``judge`` above) or
+    #: ``"demonstrations"``: one adapter trained as both on the SFT start's demonstrations alone, as the paper's
+    #: world model learns from its agents' SFT data, so DynaWeb adds no real step beyond them.
+    model_data: str = "shipped"
     #: Committed results files whose runs stand in for runs of identical commands with no outputs on disk.
     recorded: tuple[Path, ...] = ()
 
@@ -293,6 +302,34 @@ def sft_job(ctx: Context, seed: int) -> Job:
     if ctx.demonstrations is not None:  # else dynaweb-sft's default: the shipped demonstrations
         flags["--dataset_path"] = rel(ctx.train_data)
     job = make_job(ctx, f"sft-seed{seed}", "dynaweb-sft", to_args(flags), "--output_dir", "sft_summary.json")
+    job.resume_args = ["--resume_from_checkpoint", "last"]  # an error without a checkpoint, so only then
+    return job
+
+
+def models_job(ctx: Context) -> Job:
+    """``dynaweb-train-wm --examples both`` on the demonstrations: DynaWeb's world model and judge in one adapter.
+
+    The shipped world model's recipe (patch output, LoRA r=8, learning rate 1e-3) from the untrained base model,
+    with the judge's cases of the same trajectories (each success, and the cut before its last action as a
+    failure) in grounded prompts, as the shipped judge is prompted.
+    """
+    flags = {
+        "--model_name_or_path": ctx.untrained_world_model,
+        "--dataset_path": rel(ctx.train_data),
+        "--examples": "both",
+        "--output_mode": "patch",
+        "--prompt_style": "grounded",
+        "--judge_prefixes": "last",
+        "--lora_r": 8,
+        "--lora_alpha": 16,
+        "--learning_rate": 1e-3,
+        "--warmup_steps": 5,
+        "--max_steps": ctx.budget.model_steps,
+        "--save_steps": 20,
+    }
+    from dynaweb_env.ship import TRAINING_RECORD_FILE
+
+    job = make_job(ctx, "models-demos", "dynaweb-train-wm", to_args(flags), "--output_dir", TRAINING_RECORD_FILE)
     job.resume_args = ["--resume_from_checkpoint", "last"]  # an error without a checkpoint, so only then
     return job
 

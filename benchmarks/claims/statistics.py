@@ -69,12 +69,13 @@ def env_steps(run: Run, train: dict[str, Any] | None, demonstrations: Path) -> d
     ``total`` counts distinct real interactions: demonstration steps (what SFT and expert replays
     use), the policy's real-browser steps in training, and the real transitions the world model learned from
     (:func:`world_model_transitions`; ``None`` when unknown). Replays of demonstrations
-    are reported apart (``expert_replay``), not added: they reuse steps already counted.
+    are reported apart (``expert_replay``), not added: they reuse steps already counted. So is the data of a
+    world model and judge trained on the demonstrations (``--model-data demonstrations``): 0 extra steps.
     """
     sft = count_actions(demonstrations, successful_only=True) if run.arm.method != "base" else 0
     online = train.get("real_env_steps") if train else 0
     replay = train.get("expert_env_steps") if train else 0
-    world_model = {"untrained": 0, None: 0}.get(run.arm.world_model)
+    world_model = {"untrained": 0, "demonstrations": 0, None: 0}.get(run.arm.world_model)
     if run.arm.world_model in ("shipped", "custom"):
         world_model = world_model_transitions(run.arm.train_flags.get("--world-model", TRAINED_WORLD_MODEL))
     parts = (sft, online, world_model)
@@ -387,6 +388,7 @@ def aggregate(experiment: str, runs: Sequence[Run], ctx: Context, command: str) 
             "dream_starts": ctx.dream_starts,
             "dream_resamples": ctx.dream_resamples,
             "task_order": ctx.task_order,
+            "model_data": ctx.model_data,
         },
         "summary": rows,
         "complete": all(result is not None and (ctx.skip_eval or result["evaluated"]) for result in per_run),
