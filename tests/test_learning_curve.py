@@ -70,6 +70,13 @@ def test_criteria_give_the_real_step_ratio_where_dynaweb_reaches_gspo(tmp_path):
     png = tmp_path / "curve.png"
     claims.plot(report, png)
     assert png.stat().st_size > 10_000
+    # Before any DynaWeb point, the shipped world model's record alone says what the goal asks of GSPO.
+    for run in runs:
+        if run.arm.method == "dynaweb":
+            run.result_file.unlink()
+    criteria = claims.aggregate("learning_curve", runs, ctx, "cmd")["criteria"]
+    assert criteria["dynaweb_reaches_gspo_final"] is None and criteria["dynaweb_training_real_steps"] == 2521
+    assert criteria["gspo_updates_for_10pct"] == pytest.approx(25210 / 20)
 
 
 def test_dream_curve_smoke_run_keeps_and_reads_real_checkpoints(tmp_path):

@@ -63,6 +63,13 @@ def world_model_transitions(spec: str) -> int | None:
     return transitions(read_json(path / TRAINING_RECORD_FILE))
 
 
+def world_model_steps(arm: Arm) -> int | None:
+    """The real steps behind an arm's world model beyond the demonstrations (``None``: unknown)."""
+    if arm.world_model in ("shipped", "custom"):
+        return world_model_transitions(arm.train_flags.get("--world-model", TRAINED_WORLD_MODEL))
+    return {"untrained": 0, "demonstrations": 0, None: 0}.get(arm.world_model)
+
+
 def env_steps(run: Run, train: dict[str, Any] | None, demonstrations: Path) -> dict[str, int | None]:
     """The real-environment steps behind a run's policy, by source.
 
@@ -75,9 +82,7 @@ def env_steps(run: Run, train: dict[str, Any] | None, demonstrations: Path) -> d
     sft = count_actions(demonstrations, successful_only=True) if run.arm.method != "base" else 0
     online = train.get("real_env_steps") if train else 0
     replay = train.get("expert_env_steps") if train else 0
-    world_model = {"untrained": 0, "demonstrations": 0, None: 0}.get(run.arm.world_model)
-    if run.arm.world_model in ("shipped", "custom"):
-        world_model = world_model_transitions(run.arm.train_flags.get("--world-model", TRAINED_WORLD_MODEL))
+    world_model = world_model_steps(run.arm)
     parts = (sft, online, world_model)
     total = None if any(part is None for part in parts) else sum(parts)
     return {
@@ -300,18 +305,17 @@ def dreams_only_criteria(results: Sequence[dict[str, Any]], sft: dict[str, Any] 
     }
 
 
-def _or_inf(value: float | None) -> float:
-    return float("inf") if value is None else value
-
-
-def learning_curve_criteria(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def learning_curve_criteria(rows: Sequence[dict[str, Any]], dynaweb_training_steps: int | None) -> dict[str, Any]:
     """Issue 19's question: at what share of GSPO's real steps does DynaWeb reach GSPO's final success?
 
     GSPO's final success is the mean over seeds at its last checkpoint. DynaWeb's first checkpoint whose mean
     reaches it gives the ratio of the two mean real-step totals (``None`` where DynaWeb never reaches it), for
     the totals and for training alone (rollouts and the world model's data, the SFT demonstrations left out).
-    ``gspo_training_real_steps_for_10pct`` is what the 0.10x goal asks of GSPO in training (ten times DynaWeb's
-    own), and ``gspo_updates_for_10pct`` how many updates that is at GSPO's measured real steps per update.
+
+    ``dynaweb_training_steps`` are DynaWeb's real steps in training as its configuration fixes them (dreams take
+    none, so its world model's data; ``None``: unknown): with them, and GSPO's measured real steps per update,
+    ``gspo_training_real_steps_for_10pct`` is what the 0.10x goal asks of GSPO in training (ten times DynaWeb's)
+    and ``gspo_updates_for_10pct`` how many updates that is. These need no DynaWeb curve.
     """
 
     def curve(method: str) -> list[dict[str, Any]]:
@@ -319,9 +323,22 @@ def learning_curve_criteria(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         return sorted(points, key=lambda row: row["x"])
 
     gspo, dynaweb = curve("gspo-real"), curve("dynaweb")
-    if not gspo or not dynaweb:
+    if not gspo:
         return {"gspo_final_success": None, "dynaweb_reaches_gspo_final": None, "real_step_ratio": None}
     final = gspo[-1]
+    per_update = (final["real_env_steps_mean"]["online_real"] or 0) / final["x"] if final["x"] else 0
+    needed = None if dynaweb_training_steps is None else 10 * dynaweb_training_steps
+    criteria = {
+        "gspo_final_updates": final["x"],
+        "gspo_final_success": final["success"],
+        "gspo_final_real_steps": final["real_env_steps_mean"],
+        "gspo_real_steps_per_update": per_update,
+        "dynaweb_training_real_steps": dynaweb_training_steps,
+        "gspo_training_real_steps_for_10pct": needed,
+        "gspo_updates_for_10pct": None if needed is None or not per_update else needed / per_update,
+    }
+    if not dynaweb:
+        return {**criteria, "dynaweb_reaches_gspo_final": None, "real_step_ratio": None}
     reached = next((row for row in dynaweb if row["success"]["mean"] >= final["success"]["mean"]), None)
     ratios: dict[str, float | None] = {}
     for name, keys in (("total", ("total",)), ("training_only", ("online_real", "world_model_extra"))):
@@ -331,18 +348,8 @@ def learning_curve_criteria(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         parts = [[row["real_env_steps_mean"][key] for key in keys] for row in (reached, final)]
         ours, theirs = (None if None in part else sum(part) for part in parts)
         ratios[name] = None if ours is None or not theirs else ours / theirs
-    # What the 0.10x goal would ask of GSPO: DynaWeb's fewest real steps in training, ten times over, at the rate
-    # at which GSPO measured its real steps per update (a fixed world model costs the same at every checkpoint).
-    fewest = min((row["real_env_steps_mean"]["world_model_extra"] for row in dynaweb), default=None, key=_or_inf)
-    per_update = (final["real_env_steps_mean"]["online_real"] or 0) / final["x"] if final["x"] else 0
-    needed = None if fewest is None else 10 * (fewest + (dynaweb[0]["real_env_steps_mean"]["online_real"] or 0))
     return {
-        "gspo_final_updates": final["x"],
-        "gspo_final_success": final["success"],
-        "gspo_final_real_steps": final["real_env_steps_mean"],
-        "gspo_real_steps_per_update": per_update,
-        "gspo_training_real_steps_for_10pct": needed,
-        "gspo_updates_for_10pct": None if needed is None or not per_update else needed / per_update,
+        **criteria,
         "dynaweb_best_success": max((row["success"] for row in dynaweb), key=lambda value: value["mean"]),
         "dynaweb_reaches_gspo_final": reached is not None,
         "dynaweb_updates_to_reach": None if reached is None else reached["x"],
@@ -402,7 +409,10 @@ def aggregate(experiment: str, runs: Sequence[Run], ctx: Context, command: str) 
         report["criteria"] = table1_criteria(rows)
     elif experiment == "learning_curve":
         evaluated = metric == "success"  # training success is no measure of what a policy reached
-        report["criteria"] = learning_curve_criteria([row for row in rows if row["runs"]]) if evaluated else None
+        dynaweb = next((run for run in runs if run.arm.method == "dynaweb"), None)
+        planned = None if dynaweb is None else world_model_steps(dynaweb.arm)
+        finished = [row for row in rows if row["runs"]]
+        report["criteria"] = learning_curve_criteria(finished, planned) if evaluated else None
     elif experiment == "dreams_only":
         sft = next((row for row in rows if row["arm"] == "sft"), None)
         report["criteria"] = dreams_only_criteria(results, sft if sft and sft["runs"] else None)
