@@ -332,8 +332,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ValueError("give --suite or --tasks, not both")
         if args.model_data == "demonstrations" and (args.world_model or args.judge != TRAINED_JUDGE):
             raise ValueError("--model-data demonstrations trains both models: no --world-model or --judge")
-        if args.suite not in (None, "small"):  # its own files: the small suite's results keep their names
-            args.results_dir = args.results_dir / args.suite
         ctx = make_context(args)
         known = {arm.key for experiment in args.experiments for arm in experiment_arms(experiment, ctx)}
         if set(args.arms or ()) - known:
@@ -366,12 +364,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"paper_claims: {len(runs)} runs, {pending} to do, {len(runs) - pending} finished", flush=True)
         failures = run_all(runs, ctx, echo=not args.quiet)
     command = shlex.join(["python", "benchmarks/paper_claims.py", *argv])
+    # Another suite's results go beside the small suite's, which keep their names.
+    results_dir = args.results_dir if args.suite in (None, "small") else args.results_dir / args.suite
     for experiment, experiment_runs in plans.items():
         report = aggregate(experiment, experiment_runs, ctx, command)
         if not report["runs"]:
             print(f"paper_claims: {experiment}: no finished runs yet, nothing written")
             continue
-        output = args.results_dir / f"paper_claims_{experiment}.json"
+        output = results_dir / f"paper_claims_{experiment}.json"
         write_json(output, report)
         plot(report, output.with_suffix(".png"))
         done = f"{len(report['runs'])}/{len(experiment_runs)} runs"

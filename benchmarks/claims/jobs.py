@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from dynaweb_env.data.shipped import EXPERT_TRAJECTORIES, split_of
 from dynaweb_env.models import DEFAULT_WORLD_MODEL
+from dynaweb_env.ship import TRAINING_RECORD_FILE
 from dynaweb_trainer.evaluate import DEFAULT_TASKS
 
 if TYPE_CHECKING:
@@ -327,8 +328,6 @@ def models_job(ctx: Context) -> Job:
         "--max_steps": ctx.budget.model_steps,
         "--save_steps": 20,
     }
-    from dynaweb_env.ship import TRAINING_RECORD_FILE
-
     job = make_job(ctx, "models-demos", "dynaweb-train-wm", to_args(flags), "--output_dir", TRAINING_RECORD_FILE)
     job.resume_args = ["--resume_from_checkpoint", "last"]  # an error without a checkpoint, so only then
     return job
