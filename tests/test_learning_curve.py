@@ -48,6 +48,61 @@ def test_checkpoint_real_steps_come_from_its_step_counter(tmp_path):
         claims.aggregate("learning_curve", [run], ctx, "cmd")
 
 
+def _save_checkpoint(run, step: int, real_steps: int) -> None:
+    counter = {"attributes": {"episodes": 4 * step, "real_env_steps": real_steps, "expert_env_steps": 0}}
+    state = {"global_step": step, "stateful_callbacks": {"EnvStepCounter": counter}}
+    claims.write_json(run.train.output_dir / f"checkpoint-{step}" / "trainer_state.json", state)
+
+
+def test_a_curve_point_is_recorded_once_its_checkpoint_is_saved(tmp_path):
+    """A second driver records checkpoint 2 while the first still trains; the finished run then completes it."""
+    from claims.runner import run_all
+
+    ctx = claims.make_context(claims.parse_args([*CURVE, *SHIPPED_DEMOS, "--runs-dir", str(tmp_path), "--skip-eval"]))
+    claims.write_train_split(ctx)
+    runs = {run.arm.key: run for run in claims.plan("learning_curve", ctx)}
+    early, last = runs["gspo-real@2"], runs["gspo-real@4"]
+    claims.write_json(early.sft.result_file, {"runtime_s": 1.0})
+    partial = early.train.checkpoint_dir / "trainer_state.json"
+    partial.parent.mkdir(parents=True)
+    partial.write_text('{"global_step": 2, "stateful')  # being written by the Trainer right now
+    assert not early.train.done()
+    _save_checkpoint(early, 2, 17)
+    assert early.train.done() and not early.train.finished() and not last.train.done()
+
+    assert run_all([early], ctx, echo=False) == []  # no tool runs: the checkpoint is all this point needs
+    recorded = json.loads(early.result_file.read_text())
+    assert recorded["real_env_steps"]["online_real"] == 17 and recorded["seconds"]["train"] is None
+    assert recorded["train_summary"]["training_finished"] is False
+    assert not list(early.train.output_dir.glob("*.log"))
+
+    claims.write_json(early.train.result_file, {"global_step": 4, "real_env_steps": 40, "train_seconds": 9.0})
+    assert run_all([early], ctx, echo=False) == []
+    completed = json.loads(early.result_file.read_text())  # rewritten with the finished run's summary
+    assert completed["train_summary"]["training_finished"] is True and completed["seconds"]["train"] == 9.0
+    assert completed["real_env_steps"]["online_real"] == 17  # still the checkpoint's, not the run's 40
+
+
+def test_a_job_another_driver_is_running_is_left_for_later(tmp_path, capsys):
+    import fcntl
+
+    from claims.runner import LOCK_FILE, run_all
+
+    ctx = claims.make_context(claims.parse_args([*CURVE, *SHIPPED_DEMOS, "--runs-dir", str(tmp_path), "--skip-eval"]))
+    claims.write_train_split(ctx)
+    runs = [run for run in claims.plan("learning_curve", ctx) if run.arm.key in ("gspo-real@2", "gspo-real@4")]
+    claims.write_json(runs[0].sft.result_file, {"runtime_s": 1.0})
+    train_dir = runs[0].train.output_dir
+    train_dir.mkdir(parents=True)
+    with open(train_dir / LOCK_FILE, "w") as handle:  # what the other driver's execute() holds
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert run_all(runs, ctx, echo=False) == []  # not failures: a later invocation runs them
+    out = capsys.readouterr().out
+    assert out.count("left for later: another process is running dynaweb-train") == 2
+    assert not list(train_dir.glob("*.log"))  # the tool never started
+    assert not any(run.result_file.exists() for run in runs)
+
+
 def test_criteria_give_the_real_step_ratio_where_dynaweb_reaches_gspo(tmp_path):
     ctx = claims.make_context(claims.parse_args([*CURVE, "--runs-dir", str(tmp_path)]))
     runs = claims.plan("learning_curve", ctx)

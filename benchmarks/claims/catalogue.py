@@ -9,7 +9,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .jobs import TRAINED_WORLD_MODEL, Context, Job, eval_job, evaluation_of, models_job, rel, sft_job, train_job
+from .jobs import (
+    TRAINED_WORLD_MODEL,
+    CheckpointJob,
+    Context,
+    Job,
+    eval_job,
+    evaluation_of,
+    models_job,
+    rel,
+    sft_job,
+    train_job,
+)
 
 EXPERIMENTS: tuple[str, ...] = ("table1", "dream_length", "expert_frac", "world_model", "dreams_only", "learning_curve")
 SWEEPS: dict[str, tuple[float, ...]] = {"dream_length": (1, 3, 5, 8), "expert_frac": (0.0, 0.25, 0.5, 1.0)}
@@ -195,10 +206,12 @@ def make_run(experiment: str, arm: Arm, seed: int | None, ctx: Context) -> Run:
     on the demonstrations, training (RL arms), evaluation."""
     start = None if seed is None else sft_job(ctx, seed if ctx.sft_seed is None else ctx.sft_seed)
     train = train_job(ctx, arm, seed, start) if arm.method in ("gspo-real", "dynaweb") else None
+    if train is not None and arm.checkpoint is not None:  # a learning-curve point: needs its checkpoint only
+        train = CheckpointJob(**vars(train), checkpoint=arm.checkpoint)
     policy_job = train or start
     evaluation = None
-    if not ctx.skip_eval and train is not None and arm.checkpoint is not None:
-        checkpoint = train.output_dir / f"checkpoint-{arm.checkpoint}"
+    if not ctx.skip_eval and isinstance(train, CheckpointJob):
+        checkpoint = train.checkpoint_dir
         evaluation = eval_job(ctx, f"{train.output_dir.name}-{checkpoint.name}", rel(checkpoint))
     elif not ctx.skip_eval:
         base = f"base-{ctx.policy.strip('/').replace('/', '_')}"

@@ -226,6 +226,37 @@ class Job:
         return [sys.executable, "-m", TOOLS[self.tool], *self.args, *resume]
 
 
+@dataclass
+class CheckpointJob(Job):
+    """A training job as one of its checkpoints' evaluations sees it: done once that checkpoint is saved.
+
+    A learning curve's early points need not wait for the run's last update, so a second driver can evaluate
+    ``checkpoint-8`` while the first still trains. Running this job still runs (or resumes) the whole training.
+
+    Attributes:
+        checkpoint: The update whose checkpoint the evaluation reads.
+    """
+
+    checkpoint: int = 0
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return self.output_dir / f"checkpoint-{self.checkpoint}"
+
+    def finished(self) -> bool:
+        """The whole training is done (its summary is written)."""
+        return super().done()
+
+    def done(self) -> bool:
+        # The Trainer writes a checkpoint's trainer_state.json after its weights and optimizer state: once it
+        # reads as JSON, the checkpoint is whole.
+        state = self.checkpoint_dir / "trainer_state.json"
+        try:
+            return self.finished() or (state.is_file() and isinstance(json.loads(state.read_text()), dict))
+        except (OSError, ValueError):  # being written right now
+            return False
+
+
 def make_job(
     ctx: Context, name: str, tool: str, args: list[str], output_flag: str, result_name: str, output_file: bool = False
 ) -> Job:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from .catalogue import Run
@@ -20,14 +22,38 @@ from .jobs import (
     Context,
     Job,
     collect_job,
+    read_json,
     rel,
     write_json,
 )
-from .statistics import build_result
+from .statistics import build_result, current_result
+
+#: Held (``flock``) by the driver running a job, in the job's output directory.
+LOCK_FILE = ".paper_claims.lock"
 
 
 class JobFailed(RuntimeError):
     """A tool exited non-zero or without writing its result file."""
+
+
+class JobBusy(JobFailed):
+    """Another driver is running the same job right now (two drivers on one run directory would corrupt it)."""
+
+
+@contextlib.contextmanager
+def exclusive(job: Job) -> Iterator[None]:
+    """Hold the job's lock while it runs, so that drivers run side by side (one per core) stay safe.
+
+    Raises:
+        JobBusy: If another process holds it. The lock goes with its process, so a killed driver leaves none.
+    """
+    job.output_dir.mkdir(parents=True, exist_ok=True)
+    with open(job.output_dir / LOCK_FILE, "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise JobBusy(f"another process is running {job.tool} in {rel(job.output_dir)}") from None
+        yield
 
 
 def execute(job: Job, echo: bool = True) -> None:
@@ -35,8 +61,15 @@ def execute(job: Job, echo: bool = True) -> None:
 
     Raises:
         JobFailed: With the log's path, if the tool fails.
+        JobBusy: If another driver is running the same job.
     """
-    job.output_dir.mkdir(parents=True, exist_ok=True)
+    with exclusive(job):
+        if job.done():  # finished by the driver that held the lock a moment ago
+            return
+        _execute(job, echo)
+
+
+def _execute(job: Job, echo: bool) -> None:
     log = job.output_dir / f"{job.tool}.log"
     argv = job.argv()
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
@@ -118,17 +151,23 @@ def preflight(runs: Sequence[Run], ctx: Context) -> list[str]:
 def run_all(runs: Sequence[Run], ctx: Context, echo: bool = True) -> list[str]:
     """Run every unfinished run in order (its unfinished jobs only); returns the failures.
 
-    A failed job is reported and not retried by later runs of this invocation (they are skipped).
+    A failed job is reported and not retried by later runs of this invocation (they are skipped). A job another
+    driver is running is not a failure: the runs that need it are left for a later invocation.
     """
     failed: dict[Path, str] = {}
+    busy: set[Path] = set()
     failures = []
     for index, run in enumerate(runs, 1):
         prefix = f"[{index}/{len(runs)}] {run.experiment}/{run.name}"
         if run.done(ctx):
+            if (result := current_result(run, ctx)) != read_json(run.result_file):
+                write_json(run.result_file, result)  # recorded before its training had finished
             print(f"{prefix}: done, skipped ({rel(run.result_file)})", flush=True)
             continue
         try:
             for job in run.jobs:
+                if job.output_dir in busy and not job.done():
+                    raise JobBusy(f"another process is running {job.tool} in {rel(job.output_dir)}")
                 if job.output_dir in failed:
                     raise JobFailed(f"needs {rel(job.output_dir)}, which failed: {failed[job.output_dir]}")
                 if job.done():
@@ -139,9 +178,15 @@ def run_all(runs: Sequence[Run], ctx: Context, echo: bool = True) -> list[str]:
                 print(f"{prefix}: {action} {job.command}\n  log: {log}", flush=True)
                 try:
                     execute(job, echo)
+                except JobBusy:
+                    busy.add(job.output_dir)
+                    raise
                 except JobFailed as error:
                     failed[job.output_dir] = str(error)
                     raise
+        except JobBusy as error:
+            print(f"{prefix}: left for later: {error}", flush=True)
+            continue
         except JobFailed as error:
             failures.append(f"{run.experiment}/{run.name}: {error}")
             print(f"{prefix}: FAILED: {error}", flush=True)

@@ -15,6 +15,7 @@ from .catalogue import EXPERIMENT_DOCS, Arm, Run, plan
 from .jobs import (
     COLLECT_SECONDS_FILE,
     TRAINED_WORLD_MODEL,
+    CheckpointJob,
     Context,
     collect_job,
     evaluation_of,
@@ -117,8 +118,11 @@ def build_result(run: Run, ctx: Context) -> dict[str, Any]:
     """The ``result.json`` of a finished run, from the summaries its tools wrote."""
     sft = read_json(run.sft.result_file) if run.sft else None
     train = read_json(run.train.result_file) if run.train else None
-    if train is not None and run.arm.checkpoint is not None:
-        train = {**train, **checkpoint_step_counts(run.train.output_dir / f"checkpoint-{run.arm.checkpoint}")}
+    if isinstance(run.train, CheckpointJob):
+        # A curve's point may be recorded while its run still trains: its steps are the checkpoint's, and
+        # ``training_finished`` says whether the rest of the summary (time, last success) is there yet.
+        counts = checkpoint_step_counts(run.train.checkpoint_dir)
+        train = {**(train or {}), **counts, "training_finished": train is not None}
     evaluation = read_json(run.eval.result_file) if run.eval else None
     summary = (evaluation or {}).get("summary", {})
     return {
@@ -156,7 +160,9 @@ def current_result(run: Run, ctx: Context) -> dict[str, Any] | None:
     result = read_json(run.result_file)
     mine = [rel(job.output_dir) for job in run.jobs]
     if result is not None and result.get("output_dirs", [])[: len(mine)] == mine:
-        return result
+        recorded_early = (result.get("train_summary") or {}).get("training_finished") is False
+        if not (recorded_early and isinstance(run.train, CheckpointJob) and run.train.finished()):
+            return result  # else rebuilt below, with the finished run's summary
     if run.jobs and all(job.done() for job in run.jobs):
         return build_result(run, ctx)
     return None
