@@ -54,11 +54,13 @@ def _save_checkpoint(run, step: int, real_steps: int) -> None:
     claims.write_json(run.train.output_dir / f"checkpoint-{step}" / "trainer_state.json", state)
 
 
-def test_a_curve_point_is_recorded_once_its_checkpoint_is_saved(tmp_path):
-    """A second driver records checkpoint 2 while the first still trains; the finished run then completes it."""
-    from claims.runner import run_all
+def test_a_curve_point_is_recorded_once_its_checkpoint_is_saved(tmp_path, capsys):
+    """A second driver evaluates checkpoint 2 while the first still trains; the finished run then completes it."""
+    import fcntl
 
-    ctx = claims.make_context(claims.parse_args([*CURVE, *SHIPPED_DEMOS, "--runs-dir", str(tmp_path), "--skip-eval"]))
+    from claims.runner import LOCK_FILE, run_all
+
+    ctx = claims.make_context(claims.parse_args([*CURVE, *SHIPPED_DEMOS, "--runs-dir", str(tmp_path)]))
     claims.write_train_split(ctx)
     runs = {run.arm.key: run for run in claims.plan("learning_curve", ctx)}
     early, last = runs["gspo-real@2"], runs["gspo-real@4"]
@@ -70,11 +72,21 @@ def test_a_curve_point_is_recorded_once_its_checkpoint_is_saved(tmp_path):
     _save_checkpoint(early, 2, 17)
     assert early.train.done() and not early.train.finished() and not last.train.done()
 
-    assert run_all([early], ctx, echo=False) == []  # no tool runs: the checkpoint is all this point needs
+    early.eval.output_dir.mkdir(parents=True)
+    with open(early.eval.output_dir / LOCK_FILE, "w") as handle:  # a third driver evaluates it right now
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert run_all([early], ctx, echo=False) == []
+    out = capsys.readouterr().out
+    assert "dynaweb-train saved its checkpoint 2, still training" in out and "running dynaweb-train" not in out
+    assert "left for later: another process is running dynaweb-eval" in out
+
+    evaluation = {"summary": {"success_rate": 0.5, "episodes": 2, "mean_steps": 1.0}, "wall_seconds": 3.0}
+    claims.write_json(early.eval.result_file, evaluation)  # what that driver wrote
+    assert run_all([early], ctx, echo=False) == []
     recorded = json.loads(early.result_file.read_text())
-    assert recorded["real_env_steps"]["online_real"] == 17 and recorded["seconds"]["train"] is None
-    assert recorded["train_summary"]["training_finished"] is False
-    assert not list(early.train.output_dir.glob("*.log"))
+    assert recorded["success"] == 0.5 and recorded["real_env_steps"]["online_real"] == 17
+    assert recorded["seconds"]["train"] is None and recorded["train_summary"]["training_finished"] is False
+    assert not list(early.train.output_dir.glob("*.log"))  # the training was never started by this driver
 
     claims.write_json(early.train.result_file, {"global_step": 4, "real_env_steps": 40, "train_seconds": 9.0})
     assert run_all([early], ctx, echo=False) == []

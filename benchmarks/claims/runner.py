@@ -19,6 +19,7 @@ from .jobs import (
     DEMONSTRATIONS,
     ROOT,
     TRAINED_WORLD_MODEL,
+    CheckpointJob,
     Context,
     Job,
     collect_job,
@@ -171,7 +172,9 @@ def run_all(runs: Sequence[Run], ctx: Context, echo: bool = True) -> list[str]:
                 if job.output_dir in failed:
                     raise JobFailed(f"needs {rel(job.output_dir)}, which failed: {failed[job.output_dir]}")
                 if job.done():
-                    print(f"{prefix}: {job.tool} already done ({rel(job.output_dir)})", flush=True)
+                    early = isinstance(job, CheckpointJob) and not job.finished()
+                    state = f"saved its checkpoint {job.checkpoint}, still training" if early else "already done"
+                    print(f"{prefix}: {job.tool} {state} ({rel(job.output_dir)})", flush=True)
                     continue
                 action = "resuming" if job.has_checkpoint() else "running"
                 log = rel(job.output_dir / f"{job.tool}.log")
