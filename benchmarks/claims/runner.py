@@ -40,6 +40,9 @@ class JobFailed(RuntimeError):
 class JobBusy(JobFailed):
     """Another driver is running the same job right now (two drivers on one run directory would corrupt it)."""
 
+    def __init__(self, job: Job) -> None:
+        super().__init__(f"another process is running {job.tool} in {rel(job.output_dir)}")
+
 
 @contextlib.contextmanager
 def exclusive(job: Job) -> Iterator[None]:
@@ -53,7 +56,7 @@ def exclusive(job: Job) -> Iterator[None]:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise JobBusy(f"another process is running {job.tool} in {rel(job.output_dir)}") from None
+            raise JobBusy(job) from None
         yield
 
 
@@ -168,7 +171,7 @@ def run_all(runs: Sequence[Run], ctx: Context, echo: bool = True) -> list[str]:
         try:
             for job in run.jobs:
                 if job.output_dir in busy and not job.done():
-                    raise JobBusy(f"another process is running {job.tool} in {rel(job.output_dir)}")
+                    raise JobBusy(job)
                 if job.output_dir in failed:
                     raise JobFailed(f"needs {rel(job.output_dir)}, which failed: {failed[job.output_dir]}")
                 if job.done():
