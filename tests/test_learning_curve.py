@@ -129,7 +129,9 @@ def test_criteria_give_the_real_step_ratio_where_dynaweb_reaches_gspo(tmp_path):
     assert criteria["dynaweb_reaches_gspo_final"] is True and criteria["dynaweb_updates_to_reach"] == 2
     assert criteria["real_step_ratio"]["total"] == pytest.approx((67 + 2521) / (67 + 80))
     assert criteria["real_step_ratio"]["training_only"] == pytest.approx(2521 / 80)
+    assert criteria["real_step_ratio"]["world_model_data"] == pytest.approx(2521 / 80)  # the shipped model's own data
     assert criteria["at_most_10pct_of_gspo_real_steps"] is False
+    assert not any(criteria["at_most_10pct_by_accounting"].values())
     # The goal would need GSPO to spend ten times DynaWeb's 2,521 world-model transitions: 1,260 updates at 20 each.
     assert criteria["gspo_real_steps_per_update"] == pytest.approx(20)
     assert criteria["gspo_training_real_steps_for_10pct"] == 25210
@@ -144,6 +146,27 @@ def test_criteria_give_the_real_step_ratio_where_dynaweb_reaches_gspo(tmp_path):
     criteria = claims.aggregate("learning_curve", runs, ctx, "cmd")["criteria"]
     assert criteria["dynaweb_reaches_gspo_final"] is None and criteria["dynaweb_training_real_steps"] == 2521
     assert criteria["gspo_updates_for_10pct"] == pytest.approx(25210 / 20)
+
+
+def test_a_model_trained_on_the_demonstrations_counts_them_in_the_issues_accounting(tmp_path):
+    """0 extra real steps in training, but issue 19 counts every transition behind the world model against GSPO."""
+    ctx = claims.make_context(
+        claims.parse_args([*CURVE, *SHIPPED_DEMOS, "--model-data", "demonstrations", "--runs-dir", str(tmp_path)])
+    )
+    claims.write_train_split(ctx)
+    runs = claims.plan("learning_curve", ctx)
+    success = {"sft": 0.5, "gspo-real@2": 0.6, "gspo-real@4": 0.7, "dynaweb-dreams@2": 0.7, "dynaweb-dreams@4": 0.8}
+    for run in runs:
+        online = {"gspo-real@2": 40, "gspo-real@4": 80}.get(run.arm.key, 0)
+        claims.write_json(run.result_file, _fake_result(run, success[run.arm.key], online, 0))
+    criteria = claims.aggregate("learning_curve", runs, ctx, "cmd")["criteria"]
+    demonstrations = criteria["gspo_final_real_steps"]["sft_demonstrations"]
+    assert demonstrations > 0 and criteria["dynaweb_training_real_steps"] == 0
+    assert criteria["real_step_ratio"]["training_only"] == 0
+    assert criteria["real_step_ratio"]["total"] == pytest.approx(demonstrations / (demonstrations + 80))
+    assert criteria["real_step_ratio"]["world_model_data"] == pytest.approx(demonstrations / 80)
+    assert criteria["at_most_10pct_by_accounting"]["training_only"] is True
+    assert criteria["at_most_10pct_by_accounting"]["world_model_data"] is False  # 67 demonstration steps vs 80
 
 
 def test_dream_curve_smoke_run_keeps_and_reads_real_checkpoints(tmp_path):

@@ -311,12 +311,17 @@ def dreams_only_criteria(results: Sequence[dict[str, Any]], sft: dict[str, Any] 
     }
 
 
-def learning_curve_criteria(rows: Sequence[dict[str, Any]], dynaweb_training_steps: int | None) -> dict[str, Any]:
+def learning_curve_criteria(
+    rows: Sequence[dict[str, Any]], dynaweb_training_steps: int | None, models_from_demonstrations: bool = False
+) -> dict[str, Any]:
     """Issue 19's question: at what share of GSPO's real steps does DynaWeb reach GSPO's final success?
 
     GSPO's final success is the mean over seeds at its last checkpoint. DynaWeb's first checkpoint whose mean
     reaches it gives the ratio of the two mean real-step totals (``None`` where DynaWeb never reaches it), for
     the totals and for training alone (rollouts and the world model's data, the SFT demonstrations left out).
+    A third, ``world_model_data``, is issue 19's own accounting: DynaWeb's rollouts plus every real transition
+    its world model learned from, the demonstrations included where it learned from them
+    (``models_from_demonstrations``), against GSPO's rollouts alone.
 
     ``dynaweb_training_steps`` are DynaWeb's real steps in training as its configuration fixes them (dreams take
     none, so its world model's data; ``None``: unknown): with them, and GSPO's measured real steps per update,
@@ -346,12 +351,21 @@ def learning_curve_criteria(rows: Sequence[dict[str, Any]], dynaweb_training_ste
     if not dynaweb:
         return {**criteria, "dynaweb_reaches_gspo_final": None, "real_step_ratio": None}
     reached = next((row for row in dynaweb if row["success"]["mean"] >= final["success"]["mean"]), None)
+    training = ("online_real", "world_model_extra")
+    accountings = {  # name: (DynaWeb's parts, GSPO's parts)
+        "total": (("total",), ("total",)),
+        "training_only": (training, training),
+        "world_model_data": (training + ("sft_demonstrations",) * models_from_demonstrations, ("online_real",)),
+    }
     ratios: dict[str, float | None] = {}
-    for name, keys in (("total", ("total",)), ("training_only", ("online_real", "world_model_extra"))):
+    for name, (our_keys, their_keys) in accountings.items():
         if reached is None:
             ratios[name] = None
             continue
-        parts = [[row["real_env_steps_mean"][key] for key in keys] for row in (reached, final)]
+        parts = [
+            [row["real_env_steps_mean"][key] for key in keys]
+            for row, keys in ((reached, our_keys), (final, their_keys))
+        ]
         ours, theirs = (None if None in part else sum(part) for part in parts)
         ratios[name] = None if ours is None or not theirs else ours / theirs
     return {
@@ -361,6 +375,7 @@ def learning_curve_criteria(rows: Sequence[dict[str, Any]], dynaweb_training_ste
         "dynaweb_updates_to_reach": None if reached is None else reached["x"],
         "real_step_ratio": ratios,
         "at_most_10pct_of_gspo_real_steps": None if ratios.get("total") is None else ratios["total"] <= 0.1,
+        "at_most_10pct_by_accounting": {name: None if r is None else r <= 0.1 for name, r in ratios.items()},
     }
 
 
@@ -418,7 +433,8 @@ def aggregate(experiment: str, runs: Sequence[Run], ctx: Context, command: str) 
         dynaweb = next((run for run in runs if run.arm.method == "dynaweb"), None)
         planned = None if dynaweb is None else world_model_steps(dynaweb.arm)
         finished = [row for row in rows if row["runs"]]
-        report["criteria"] = learning_curve_criteria(finished, planned) if evaluated else None
+        from_demonstrations = dynaweb is not None and dynaweb.arm.world_model == "demonstrations"
+        report["criteria"] = learning_curve_criteria(finished, planned, from_demonstrations) if evaluated else None
     elif experiment == "dreams_only":
         sft = next((row for row in rows if row["arm"] == "sft"), None)
         report["criteria"] = dreams_only_criteria(results, sft if sft and sft["runs"] else None)
