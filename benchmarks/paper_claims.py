@@ -65,9 +65,10 @@ interrupted ``dynaweb-train`` resumes from its last checkpoint via ``--resume``,
     python benchmarks/paper_claims.py world_model --seeds 0 1 2
     python benchmarks/paper_claims.py learning_curve --seeds 0 1 2 --sft-seed 0 --set train_steps=32 save_steps=8
     # DynaWeb with a world model and judge trained on the SFT start's demonstrations alone (the paper's accounting:
-    # no real step beyond the data both methods start from); model_steps=350 is ~2 h here
+    # no real step beyond the data both methods start from); model_steps=350 took 80 min here at one thread
     python benchmarks/paper_claims.py learning_curve --seeds 0 1 2 --sft-seed 0 --set train_steps=32 save_steps=8 \
-        --model-data demonstrations --results-dir benchmarks/results/learning_curve_demos
+        --model-data demonstrations --reward-guards '{"gate_termination": true, "consistency": "cut"}' \
+        --dream-starts first --dream-resamples 2 --results-dir benchmarks/results/learning_curve_demos
     # the multi-step suite (the 5 tasks with the longest expert episodes): results in benchmarks/results/multistep/
     python benchmarks/paper_claims.py table1 dream_length --suite multistep --seeds 0 1 2 --sft-seed 0
     nohup python benchmarks/paper_claims.py table1 dream_length expert_frac world_model > runs/claims.log 2>&1 &
