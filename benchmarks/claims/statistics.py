@@ -374,7 +374,6 @@ def learning_curve_criteria(
         "dynaweb_reaches_gspo_final": reached is not None,
         "dynaweb_updates_to_reach": None if reached is None else reached["x"],
         "real_step_ratio": ratios,
-        "at_most_10pct_of_gspo_real_steps": None if ratios.get("total") is None else ratios["total"] <= 0.1,
         "at_most_10pct_by_accounting": {name: None if r is None else r <= 0.1 for name, r in ratios.items()},
     }
 
