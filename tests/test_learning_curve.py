@@ -165,6 +165,9 @@ def test_a_model_trained_on_the_demonstrations_counts_them_in_the_issues_account
     assert criteria["real_step_ratio"]["world_model_data"] == pytest.approx(demonstrations / 80)
     assert criteria["at_most_10pct_by_accounting"]["training_only"] is True
     assert criteria["at_most_10pct_by_accounting"]["world_model_data"] is False  # 67 demonstration steps vs 80
+    # The goal asks GSPO for ten times the 67 demonstration steps behind the world model: 33.5 updates at 20 each.
+    assert criteria["gspo_training_real_steps_for_10pct"] == 670
+    assert criteria["gspo_updates_for_10pct"] == pytest.approx(670 / 20)
 
 
 def test_dream_curve_smoke_run_keeps_and_reads_real_checkpoints(tmp_path):
