@@ -191,3 +191,25 @@ def test_world_model_real_steps_are_read_from_its_training_record():
     assert world_model_transitions("smollm2-135m-judge-dagger") is None  # a judge: not world-model transitions
     assert world_model_transitions("tiny-random") is None  # untrained: no record, unknown
     assert world_model_transitions("/no/such/model") is None
+
+
+def test_criteria_say_whether_reaching_gspo_is_beyond_the_spread_over_seeds():
+    from claims.statistics import learning_curve_criteria
+
+    steps = {"total": 700, "sft_demonstrations": 681, "online_real": 0, "world_model_extra": 0}
+
+    def row(method, x, mean, std):
+        return {"method": method, "x": x, "success": {"mean": mean, "std": std}, "real_env_steps_mean": steps}
+
+    gspo = [row("gspo-real", 32, 0.681, 0.057)]
+    # Issue 19's demonstrations curve at 8 updates: 76 / 68 / 42 of 90 pass GSPO's 61.3 on the mean, within spread.
+    wide = learning_curve_criteria([*gspo, row("dynaweb", 8, 0.689, 0.19)], 0)
+    assert wide["dynaweb_reaches_gspo_final"] is True
+    assert wide["dynaweb_reach_margin"] == pytest.approx(0.008)
+    assert wide["dynaweb_reach_beyond_spread"] is False
+    clear = learning_curve_criteria([*gspo, row("dynaweb", 8, 0.80, 0.03)], 0)
+    assert clear["dynaweb_reach_beyond_spread"] is True
+    one_seed = learning_curve_criteria([row("gspo-real", 32, 0.681, None), row("dynaweb", 8, 0.80, None)], 0)
+    assert one_seed["dynaweb_reach_beyond_spread"] is None
+    never = learning_curve_criteria([*gspo, row("dynaweb", 8, 0.5, 0.01)], 0)
+    assert never["dynaweb_reaches_gspo_final"] is False and never["dynaweb_reach_beyond_spread"] is None

@@ -321,7 +321,9 @@ def learning_curve_criteria(
     the totals and for training alone (rollouts and the world model's data, the SFT demonstrations left out).
     A third, ``world_model_data``, is issue 19's own accounting: DynaWeb's rollouts plus every real transition
     its world model learned from, the demonstrations included where it learned from them
-    (``models_from_demonstrations``), against GSPO's rollouts alone.
+    (``models_from_demonstrations``), against GSPO's rollouts alone. ``dynaweb_reach_margin`` is by how much
+    that checkpoint's mean passes GSPO's final mean, and ``dynaweb_reach_beyond_spread`` whether it passes by more
+    than either side's standard deviation over seeds (``None`` with one seed).
 
     ``dynaweb_training_steps`` are DynaWeb's real steps in training as its configuration fixes them (dreams take
     none, so its world model's data beyond the demonstrations; ``None``: unknown). In the issue's accounting
@@ -368,11 +370,17 @@ def learning_curve_criteria(
         ]
         ours, theirs = (None if None in part else sum(part) for part in parts)
         ratios[name] = None if ours is None or not theirs else ours / theirs
+    # Issue 19 asks to say where two settings differ by less than their spread over seeds: a mean that reaches
+    # GSPO's by less than either side's standard deviation is not a difference the seeds can tell apart.
+    margin = None if reached is None else reached["success"]["mean"] - final["success"]["mean"]
+    stds = [] if reached is None else [row["success"]["std"] for row in (reached, final)]
     return {
         **criteria,
         "dynaweb_best_success": max((row["success"] for row in dynaweb), key=lambda value: value["mean"]),
         "dynaweb_reaches_gspo_final": reached is not None,
         "dynaweb_updates_to_reach": None if reached is None else reached["x"],
+        "dynaweb_reach_margin": margin,
+        "dynaweb_reach_beyond_spread": None if margin is None or None in stds else margin > max(stds),
         "real_step_ratio": ratios,
         "at_most_10pct_by_accounting": {name: None if r is None else r <= 0.1 for name, r in ratios.items()},
     }
