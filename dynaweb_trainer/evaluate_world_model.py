@@ -186,11 +186,16 @@ def evaluate_drift(
 
 
 def evaluate_judge(
-    backend: Any, trajectories: Sequence[Trajectory], max_new_tokens: int, seed: int, prompt_style: str = "paper"
+    backend: Any,
+    trajectories: Sequence[Trajectory],
+    max_new_tokens: int,
+    seed: int,
+    prompt_style: str = "paper",
+    early_final: bool = False,
 ):
     sampling = SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens)
     judge = TrajectoryJudge(backend, sampling, prompt_style=prompt_style)
-    cases = judge_cases(trajectories)
+    cases = judge_cases(trajectories, early_final=early_final)
     verdicts = judge.judge([request for request, _, _ in cases], seed=seed)
     return [
         {
@@ -275,7 +280,12 @@ def evaluate_world_models(args: WorldModelEvalConfig, command: str) -> dict[str,
                 drift = evaluate_drift(world_model, trajectories, args.max_depth, args.batch_size, args.seed, label)
             if args.judge and spec != COPY_MODEL and mode == modes[0]:
                 judged = evaluate_judge(
-                    world_model.backend, trajectories, args.judge_max_new_tokens, args.seed, world_model.prompt_style
+                    world_model.backend,
+                    trajectories,
+                    args.judge_max_new_tokens,
+                    args.seed,
+                    world_model.prompt_style,
+                    args.judge_early_final,
                 )
             results[label] = {
                 "spec": spec,
@@ -326,7 +336,8 @@ class WorldModelEvalConfig:
         split (`str` or `None`, *optional*, defaults to `"test"`):
             ``metadata["split"]`` to keep (``all``: every trajectory).
         limit, max_per_task, max_depth, max_new_tokens, temperature, batch_size, max_axtree_chars, judge,
-        judge_max_new_tokens, judge_only, keep_typed_text, invalid_retries, shard, seed, output: see each flag's help.
+        judge_max_new_tokens, judge_only, judge_early_final, keep_typed_text, invalid_retries, shard, seed,
+        output: see each flag's help.
     """
 
     world_models: list[str] = field(
@@ -351,6 +362,13 @@ class WorldModelEvalConfig:
     judge: bool = field(default=True, metadata={"help": "Measure the judge (--no-judge: do not)."})
     judge_max_new_tokens: int = field(default=128, metadata={"help": "Token budget of one verdict."})
     judge_only: bool = field(default=False, metadata={"help": "Measure only the judge (no fidelity)."})
+    judge_early_final: bool = field(
+        default=False,
+        metadata={
+            "help": "Also judge each success's final action taken too early, a failure (judge_cases early_final); "
+            "the summary's judge_early_final_recall is the share judged FAILURE."
+        },
+    )
     keep_typed_text: bool = field(
         default=False,
         metadata={

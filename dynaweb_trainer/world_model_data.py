@@ -156,14 +156,17 @@ def judge_examples(
     max_axtree_chars: int = DEFAULT_JUDGE_MAX_AXTREE_CHARS,
     prompt_style: str = "paper",
     every_prefix: bool = True,
+    early_final: bool = False,
 ) -> list[tuple[list[dict[str, str]], str, bool]]:
-    """The judge's ``(messages, target, success)`` examples: the cases of ``judge_cases(..., every_prefix)``
-    in the prompt :class:`~dynaweb_env.world_model.TrajectoryJudge` sends, with the verdict of its real outcome.
+    """The judge's ``(messages, target, success)`` examples: the cases of ``judge_cases(..., every_prefix,
+    early_final)`` in the prompt :class:`~dynaweb_env.world_model.TrajectoryJudge` sends, with the verdict of
+    its real outcome.
 
     ``every_prefix=False`` keeps each trajectory as recorded plus, for a success, the cut before its last action
-    (the hardest failure to tell apart): about 35% fewer examples on the large data, for a CPU time budget."""
+    (the hardest failure to tell apart): about 35% fewer examples on the large data, for a CPU time budget.
+    ``early_final`` adds each success's final action taken too early, as failures."""
     examples = []
-    for request, reward, _ in judge_cases(trajectories, every_prefix=every_prefix):
+    for request, reward, _ in judge_cases(trajectories, every_prefix=every_prefix, early_final=early_final):
         success = reward >= 0.5
         messages = build_judge_messages(request, max_axtree_chars, prompt_style)
         examples.append((messages, format_judge_target(success, prompt_style), success))
@@ -194,7 +197,11 @@ def build_world_model_dataset(
 
     if config.examples in ("judge", "both"):
         for messages, target, success in judge_examples(
-            trajectories, config.judge_max_axtree_chars, config.prompt_style, config.judge_prefixes == "all"
+            trajectories,
+            config.judge_max_axtree_chars,
+            config.prompt_style,
+            config.judge_prefixes == "all",
+            config.judge_early_final,
         ):
             stats["judge_examples"] += 1
             stats["judge_successes"] += success

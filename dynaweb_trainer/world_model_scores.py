@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from dynaweb_env.observation import axtree_nodes
+from dynaweb_env.world_model.judge import EARLY_FINAL_CASE
 
 
 def tree_scores(predicted: str, real: str) -> dict[str, float]:
@@ -78,6 +79,9 @@ def summarise(records: list[dict], drift: dict[int, list[dict]], judged: list[di
         for outcome, real in (("success", True), ("failure", False)):
             correct = [float(r["correct"]) for r in judged if (r["reward"] >= 0.5) == real]
             summary[f"judge_{outcome}_recall"] = _mean(correct)
+        early = [float(r["correct"]) for r in judged if EARLY_FINAL_CASE in r["trajectory"]]
+        if early:  # the near misses a judge trained on successes and their cuts alone pays for
+            summary["judge_early_final_recall"] = _mean(early)
         summary["judge_unreadable"] = sum(r["error"] is not None for r in judged)
     return summary
 

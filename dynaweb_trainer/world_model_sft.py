@@ -141,6 +141,10 @@ class WorldModelSFTConfig(TrajectorySFTConfig):
         judge_prefixes (`str`, *optional*, defaults to `"all"`):
             Which failure cases a real success yields: `"all"` (every shorter cut of it) or `"last"` (only the cut
             before its last action, the hardest to tell apart; ~35% fewer judge examples on the large data).
+        judge_early_final (`bool`, *optional*, defaults to `False`):
+            Also learn each success's final action taken too early (after each shorter prefix, on the page where
+            the next action was taken) as a failure, `dynaweb_env.world_model.judge.judge_cases`: the near misses
+            (a Submit on an empty form) that a judge trained on successes and their cuts alone pays for.
         judge_max_axtree_chars (`int`, *optional*, defaults to `4000`):
             Character budget of the final tree in judge examples: the judge's own prompt budget.
         max_train_minutes (`float`, *optional*, defaults to `0`):
@@ -211,6 +215,10 @@ class WorldModelSFTConfig(TrajectorySFTConfig):
             "before the last action).",
             "choices": list(JUDGE_PREFIXES),
         },
+    )
+    judge_early_final: bool = field(
+        default=False,
+        metadata={"help": "Also learn each success's final action taken too early as a failure (near misses)."},
     )
     judge_max_axtree_chars: int = field(
         default=DEFAULT_JUDGE_MAX_AXTREE_CHARS,
@@ -386,6 +394,7 @@ def train_world_model(
         "prompt_style": config.prompt_style,
         "examples": config.examples,
         "judge_prefixes": config.judge_prefixes,
+        "judge_early_final": config.judge_early_final,
         "max_axtree_chars": config.max_axtree_chars,
         "max_length": config.max_length,
         "max_train_minutes": config.max_train_minutes,

@@ -136,6 +136,16 @@ def test_judge_only_measures_just_the_judge(tmp_path):
         parse_args(["--judge-only", "--no-judge"])
 
 
+def test_judge_early_final_scores_the_final_action_taken_too_early(tmp_path):
+    argv = ["--world-models", "tiny-random", "--judge-only", "--judge-max-new-tokens", "4", "--judge-early-final"]
+    report = main([*argv, "--limit", "3", "--output", str(tmp_path / "judge.json")])
+    result = report["results"]["tiny-random"]
+    early = [row for row in result["judge"] if "/early" in row["trajectory"]]
+    assert early and all(row["reward"] == 0.0 for row in early)
+    share = sum(row["correct"] for row in early) / len(early)
+    assert result["summary"]["judge_early_final_recall"] == pytest.approx(share)
+
+
 def test_heldout_snapshot_leaves_out_seeds_and_records_a_checksum(tmp_path):
     import hashlib
 

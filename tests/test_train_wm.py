@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -164,6 +165,40 @@ def test_judge_examples_are_the_judges_prompt_and_the_real_verdict(tokenizer, ex
         assert tokenizer.decode(row["input_ids"]).startswith(prompt)
         trained = tokenizer.decode([token for token in row["labels"] if token != IGNORE_INDEX])
         assert trained == format_judge_target(reward == 1.0, prompt_style) + tokenizer.eos_token
+
+
+def test_early_final_cases_take_a_successs_final_action_too_early():
+    form = "RootWebArea 'Login', focused\n\t[3] textbox 'Username'\n\t[5] textbox 'Password'\n\t[4] button 'Log in'"
+    steps = [
+        Step("http://site/login", form, "type [3] [bob] [0]"),
+        Step("http://site/login", form.replace("'Username'", "'Username' value='bob'"), "type [5] [pw] [0]"),
+        Step("http://site/login", TYPED, "click [4]"),
+        Step("http://site/home", WELCOME, ""),
+    ]
+    success = Trajectory("s", "site.login", "Log in as bob.", "expert", steps, True, 1.0)
+    cases = {name: (request, reward) for request, reward, name in judge_cases([success], early_final=True)}
+    assert list(cases) == ["s", "s/cut", "s/early0", "s/early1"]
+    # Log in clicked at once, on the empty form: the final page is that form, and it is a failure.
+    request, reward = cases["s/early0"]
+    assert reward == 0.0 and request.final_axtree == form
+    assert [(step.action, step.target) for step in request.steps] == [("click [4]", "[4] button 'Log in'")]
+    request, _ = cases["s/early1"]  # the username typed, the password skipped
+    assert [step.action for step in request.steps] == ["type [3] [bob] [0]", "click [4]"]
+    # A final action whose element is not on the earlier page gives no case; failures give none.
+    bye = Step("http://site/bye", "RootWebArea 'Bye'", "")
+    leave = [*steps[:1], Step("http://site/home", WELCOME, "click [8]"), bye]
+    away = Trajectory("w", "site.logout", "Log out.", "expert", leave, True, 1.0)
+    assert [name for _, _, name in judge_cases([away], early_final=True)] == ["w", "w/cut"]
+    failed = dataclasses.replace(success, id="f", success=False, reward=0.0)
+    assert [name for _, _, name in judge_cases([failed], early_final=True)] == ["f"]
+
+
+def test_judge_early_final_adds_the_near_misses_to_the_training_examples(tokenizer):
+    config = WorldModelSFTConfig(
+        output_dir="/tmp/unused", examples="judge", max_length=None, judge_prefixes="last", judge_early_final=True
+    )
+    data = build_world_model_dataset(tokenizer, [login_trajectory("a")], config)
+    assert data.stats["judge_examples"] == 3 and data.stats["judge_successes"] == 1  # as recorded, cut, early0
 
 
 def test_judge_prefixes_last_keeps_only_the_cut_before_the_last_action(tokenizer):

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..actions import parse_action
-from ..data.schema import Trajectory
+from ..data.schema import Step, Trajectory
 from ..llm.base import Conversation, GenerationBackend, GenerationError, SamplingParams
 from ..observation import action_target, truncate_axtree
 from .grounding import format_objective_elements, step_grounding
@@ -226,7 +226,7 @@ def format_judge_target(success: bool, prompt_style: str = "paper") -> str:
 
 
 def judge_cases(
-    trajectories: Sequence[Trajectory], every_prefix: bool = False
+    trajectories: Sequence[Trajectory], every_prefix: bool = False, early_final: bool = False
 ) -> list[tuple[JudgeRequest, float, str]]:
     """Real trajectories as judge requests with their true reward, for training and measuring a judge.
 
@@ -236,6 +236,14 @@ def judge_cases(
     taken), as a dream that starts mid-way or stops early is. A real failure is judged only as recorded: its
     prefixes fail as well (a MiniWoB++ episode ends at its success), but they would only tilt the cases further
     toward failure.
+
+    With ``early_final``, a success's final action taken too early is a failure as well, named ``<id>/early<k>``:
+    the first ``k`` actions, then the final one on the page where action ``k + 1`` was taken, which is also the
+    final page (a form's submit changes none of its fields). These are the near misses that a judge learned from
+    successes and their cuts alone pays for: it has seen the final click end every success and no failure, so a
+    Submit on an empty form reads as done (issue 19: the demonstrations judge's seed 2). A case is kept only where
+    the final action's element is on that page. Expert demonstrations take no needless action, so skipping any of
+    them fails the task.
 
     Returns:
         ``(request, reward, name)`` triples, each trajectory's cases in order (as recorded first).
@@ -270,6 +278,29 @@ def judge_cases(
             else:
                 name = f"{trajectory.id}/cut" if count == len(acted) - 1 else f"{trajectory.id}/first{count}"
             cases.append((request, 0.0 if cut else float(trajectory.reward), name))
+        if early_final and trajectory.success:
+            cases += _early_final_cases(trajectory, acted)
+    return cases
+
+
+#: What :func:`judge_cases` appends to a trajectory's id for its final action taken after its first ``k`` actions.
+EARLY_FINAL_CASE = "/early"
+
+
+def _early_final_cases(trajectory: Trajectory, acted: Sequence[Step]) -> list[tuple[JudgeRequest, float, str]]:
+    """A success's final action after each shorter prefix of its other actions, as failures (see
+    :func:`judge_cases`)."""
+    cases = []
+    final_action = acted[-1].action if acted else ""
+    for count in range(len(acted) - 1):
+        page = acted[count]  # the page where the next action was taken: the final one is taken there instead
+        target = action_target(final_action, page.axtree)
+        if not target:  # not on that page (a later page's element), or an action without one
+            continue
+        steps = [JudgeStep(s.action, s.reasoning, action_target(s.action, s.axtree)) for s in acted[:count]]
+        steps.append(JudgeStep(final_action, acted[-1].reasoning, target))
+        request = JudgeRequest(trajectory.goal, tuple(steps), page.url, page.axtree, None)
+        cases.append((request, 0.0, f"{trajectory.id}{EARLY_FINAL_CASE}{count}"))
     return cases
 
 
