@@ -210,6 +210,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "learns from its agents' SFT data), so DynaWeb adds no real step beyond them",
     )
     parser.add_argument(
+        "--judge-near-misses",
+        action="store_true",
+        help="with --model-data demonstrations: the judge also learns each demonstration's final action taken too "
+        "early (a Submit on a form left empty) as a failure (dynaweb-train-wm --judge_early_final)",
+    )
+    parser.add_argument(
         "--task-order",
         choices=("shuffled", "balanced"),
         default="shuffled",
@@ -283,6 +289,7 @@ def make_context(args: argparse.Namespace) -> Context:
         dream_resamples=args.dream_resamples,
         task_order=args.task_order,
         model_data=args.model_data,
+        judge_near_misses=args.judge_near_misses,
         recorded=tuple(path.resolve() for path in args.reuse_recorded),
     )
 
@@ -333,6 +340,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ValueError("give --suite or --tasks, not both")
         if args.model_data == "demonstrations" and (args.world_model or args.judge != TRAINED_JUDGE):
             raise ValueError("--model-data demonstrations trains both models: no --world-model or --judge")
+        if args.judge_near_misses and args.model_data != "demonstrations":
+            raise ValueError("--judge-near-misses trains the judge of --model-data demonstrations: give both")
         ctx = make_context(args)
         known = {arm.key for experiment in args.experiments for arm in experiment_arms(experiment, ctx)}
         if set(args.arms or ()) - known:

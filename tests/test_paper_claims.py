@@ -164,6 +164,17 @@ def test_models_trained_on_the_demonstrations_are_a_job_of_the_dynaweb_runs_only
     assert out.returncode == 2 and "no --world-model or --judge" in out.stderr
 
 
+def test_a_judge_of_near_misses_is_another_models_job_and_leaves_the_first_ones_command(tmp_path):
+    args = ["table1", "--model-data", "demonstrations", *SHIPPED_DEMOS, "--runs-dir", str(tmp_path)]
+    first = claims.plan("table1", claims.make_context(claims.parse_args(args)))[-1]
+    near = claims.plan("table1", claims.make_context(claims.parse_args([*args, "--judge-near-misses"])))[-1]
+    assert "--judge_early_final" not in first.models.command  # its hash, so its recorded runs, unchanged
+    assert "--judge_early_final true" in near.models.command
+    assert near.models.output_dir != first.models.output_dir and near.train.output_dir != first.train.output_dir
+    out = drive(tmp_path, "table1", "--judge-near-misses", "--dry-run")
+    assert out.returncode == 2 and "--judge-near-misses trains the judge of --model-data demonstrations" in out.stderr
+
+
 def test_one_sft_start_can_be_shared_by_every_rl_seed(tmp_path):
     own_ctx = claims.make_context(claims.parse_args(["table1", "--runs-dir", str(tmp_path)]))
     own = {run.name: run for run in claims.plan("table1", own_ctx)}

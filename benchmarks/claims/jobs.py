@@ -172,6 +172,9 @@ class Context:
     #: ``"demonstrations"``: one adapter trained as both on the SFT start's demonstrations alone, as the paper's
     #: world model learns from its agents' SFT data, so DynaWeb adds no real step beyond them.
     model_data: str = "shipped"
+    #: With ``model_data="demonstrations"``: the judge also learns each demonstration's final action taken too early
+    #: as a failure (``dynaweb-train-wm --judge_early_final``), the near misses a judge of successes pays for.
+    judge_near_misses: bool = False
     #: Committed results files whose runs stand in for runs of identical commands with no outputs on disk.
     recorded: tuple[Path, ...] = ()
 
@@ -343,7 +346,8 @@ def models_job(ctx: Context) -> Job:
 
     The shipped world model's recipe (patch output, LoRA r=8, learning rate 1e-3) from the untrained base model,
     with the judge's cases of the same trajectories (each success, and the cut before its last action as a
-    failure) in grounded prompts, as the shipped judge is prompted.
+    failure; with ``judge_near_misses`` also its final action taken too early) in grounded prompts, as the
+    shipped judge is prompted.
     """
     flags = {
         "--model_name_or_path": ctx.untrained_world_model,
@@ -359,6 +363,8 @@ def models_job(ctx: Context) -> Job:
         "--max_steps": ctx.budget.model_steps,
         "--save_steps": 20,
     }
+    if ctx.judge_near_misses:  # only when set, so that the first demonstrations model keeps its command and hash
+        flags["--judge_early_final"] = "true"
     job = make_job(ctx, "models-demos", "dynaweb-train-wm", to_args(flags), "--output_dir", TRAINING_RECORD_FILE)
     job.resume_args = ["--resume_from_checkpoint", "last"]  # an error without a checkpoint, so only then
     return job

@@ -424,6 +424,7 @@ def aggregate(experiment: str, runs: Sequence[Run], ctx: Context, command: str) 
             "dream_resamples": ctx.dream_resamples,
             "task_order": ctx.task_order,
             "model_data": ctx.model_data,
+            "judge_near_misses": ctx.judge_near_misses,
         },
         "summary": rows,
         "complete": all(result is not None and (ctx.skip_eval or result["evaluated"]) for result in per_run),
