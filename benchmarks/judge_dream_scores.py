@@ -19,8 +19,7 @@ from typing import Any
 
 from dream_rewards_guards import compare
 
-#: The suffix ``judge_cases`` gives a success cut before its last action.
-CUT_SUFFIX = "/cut"
+from dynaweb_env.world_model.judge import CUT_CASE
 
 
 def dream_scores(report: dict[str, Any]) -> dict[str, Any]:
@@ -29,7 +28,7 @@ def dream_scores(report: dict[str, Any]) -> dict[str, Any]:
     rows = [
         {"dream_reward": row["verdict"], "real_reward": row["reward"], "replayed": True, "start_reproduced": True}
         for row in result["judge"]
-        if not row["trajectory"].endswith(CUT_SUFFIX)
+        if not row["trajectory"].endswith(CUT_CASE)
     ]
     scores = compare(rows)
     counts = scores["counts"]

@@ -363,13 +363,14 @@ def learning_curve_criteria(
         "world_model_data": (world_model_data, ("online_real",)),
     }
     ratios: dict[str, float | None] = dict.fromkeys(accountings)
-    for name, (our_keys, their_keys) in accountings.items() if reached is not None else ():
-        parts = [
-            [row["real_env_steps_mean"][key] for key in keys]
-            for row, keys in ((reached, our_keys), (final, their_keys))
-        ]
-        ours, theirs = (None if None in part else sum(part) for part in parts)
-        ratios[name] = None if ours is None or not theirs else ours / theirs
+    if reached is not None:
+        for name, (our_keys, their_keys) in accountings.items():
+            parts = [
+                [row["real_env_steps_mean"][key] for key in keys]
+                for row, keys in ((reached, our_keys), (final, their_keys))
+            ]
+            ours, theirs = (None if None in part else sum(part) for part in parts)
+            ratios[name] = None if ours is None or not theirs else ours / theirs
     # Issue 19 asks to say where two settings differ by less than their spread over seeds: a mean that reaches
     # GSPO's by less than either side's standard deviation is not a difference the seeds can tell apart.
     margin = None if reached is None else reached["success"]["mean"] - final["success"]["mean"]

@@ -225,6 +225,11 @@ def format_judge_target(success: bool, prompt_style: str = "paper") -> str:
     return targets[bool(success)]
 
 
+#: What :func:`judge_cases` appends to a success's id for its cut before the last action, and for its final action
+#: taken after its first ``k`` actions (then ``k``).
+CUT_CASE, EARLY_FINAL_CASE = "/cut", "/early"
+
+
 def judge_cases(
     trajectories: Sequence[Trajectory], every_prefix: bool = False, early_final: bool = False
 ) -> list[tuple[JudgeRequest, float, str]]:
@@ -276,22 +281,18 @@ def judge_cases(
             if not cut:
                 name = trajectory.id
             else:
-                name = f"{trajectory.id}/cut" if count == len(acted) - 1 else f"{trajectory.id}/first{count}"
+                name = f"{trajectory.id}{CUT_CASE}" if count == len(acted) - 1 else f"{trajectory.id}/first{count}"
             cases.append((request, 0.0 if cut else float(trajectory.reward), name))
         if early_final and trajectory.success:
             cases += _early_final_cases(trajectory, acted)
     return cases
 
 
-#: What :func:`judge_cases` appends to a trajectory's id for its final action taken after its first ``k`` actions.
-EARLY_FINAL_CASE = "/early"
-
-
 def _early_final_cases(trajectory: Trajectory, acted: Sequence[Step]) -> list[tuple[JudgeRequest, float, str]]:
     """A success's final action after each shorter prefix of its other actions, as failures (see
     :func:`judge_cases`)."""
     cases = []
-    final_action = acted[-1].action if acted else ""
+    final_action = acted[-1].action if acted else ""  # no action: no shorter prefix either, so no case
     for count in range(len(acted) - 1):
         page = acted[count]  # the page where the next action was taken: the final one is taken there instead
         target = action_target(final_action, page.axtree)
