@@ -253,6 +253,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="where the JSON and PNG go (default benchmarks/results)",
     )
     parser.add_argument(
+        "--train-to-checkpoint",
+        action="store_true",
+        help="a learning-curve point (dynaweb-dreams@8) trains its run only up to its checkpoint and stops there; "
+        "a later point resumes it (default: the first point trains the run to train_steps)",
+    )
+    parser.add_argument(
         "--skip-eval", action="store_true", help="train only, no browser (smoke runs); rerun without it to evaluate"
     )
     parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
@@ -288,6 +294,7 @@ def make_context(args: argparse.Namespace) -> Context:
         dream_starts=args.dream_starts,
         dream_resamples=args.dream_resamples,
         task_order=args.task_order,
+        train_to_checkpoint=args.train_to_checkpoint,
         model_data=args.model_data,
         judge_near_misses=args.judge_near_misses,
         recorded=tuple(path.resolve() for path in args.reuse_recorded),

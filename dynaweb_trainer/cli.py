@@ -131,7 +131,8 @@ def train_main(argv: Sequence[str] | None = None) -> int:
     except ValueError as error:
         print(f"dynaweb-train: {error}", file=sys.stderr)
         return 2
-    from .metrics import SaveAtEndCallback
+    from .metrics import SaveAtEndCallback, StopAfterStepCallback
+    from .model_loading import checkpoint_step
     from .trainer import DynaWebTrainer
 
     if args.use_vllm:
@@ -143,17 +144,29 @@ def train_main(argv: Sequence[str] | None = None) -> int:
             print(f"dynaweb-train: {error}", file=sys.stderr)
             return 2
     checkpoint = resume_checkpoint(args)
+    stop = args.stop_after_step
+    if stop is not None and checkpoint is not None and checkpoint_step(checkpoint) >= stop:
+        print(f"dynaweb-train: {checkpoint} is at or past --stop-after-step {stop}; nothing to do", flush=True)
+        return 0
     print(
         f"dynaweb-train: env={args.environment} policy={args.policy} world_model={args.world_model or 'shipped'} "
         f"expert_frac={args.expert_frac} G={args.num_generations} max_steps={args.max_steps} "
         f"output_dir={args.output_dir}" + (f" resume={checkpoint}" if checkpoint else ""),
         flush=True,
     )
-    trainer = DynaWebTrainer(args, callbacks=[SaveAtEndCallback()])
+    callbacks = [SaveAtEndCallback()] + ([StopAfterStepCallback(stop)] if stop is not None else [])
+    trainer = DynaWebTrainer(args, callbacks=callbacks)
     try:
         trainer.train(resume_from_checkpoint=checkpoint)
     finally:
         trainer.rollout_func.close()
+    if trainer.state.global_step < trainer.state.max_steps:  # stopped early: no final model, no summary.json
+        print(
+            f"dynaweb-train: stopped after update {trainer.state.global_step} of {trainer.state.max_steps} "
+            f"(--stop-after-step); rerun with --resume to go on",
+            flush=True,
+        )
+        return 0
     trainer.save_model(args.output_dir)
     summary = trainer.summary()
     if not trainer.accelerator.is_main_process:  # one summary per run, not per process

@@ -235,6 +235,10 @@ class GSPOConfig(GRPOConfig, DreamEnvSettings, LoraSettings):
 
         resume (`bool`, *optional*, defaults to `False`):
             Resume from the last `checkpoint-*` in `output_dir` (or from `resume_from_checkpoint` if set).
+        stop_after_step (`int` or `None`, *optional*, defaults to `None`):
+            Save `checkpoint-<stop_after_step>` and stop there, short of `max_steps`, without the final model or
+            `summary.json`: a later run with `resume` goes on from it. Trains a learning curve's early points
+            first without changing the run (its schedule still ends at `max_steps`).
         save_episodes (`bool`, *optional*, defaults to `True`):
             Append every training episode (dreams with the judge's reasoning, real episodes, expert replays)
             to `output_dir/episodes.jsonl` as trajectory records, tagged with the update they trained
@@ -335,6 +339,10 @@ class GSPOConfig(GRPOConfig, DreamEnvSettings, LoraSettings):
     resume: bool = field(
         default=False, metadata={"help": "Resume from the last checkpoint in output_dir (or resume_from_checkpoint)."}
     )
+    stop_after_step: int | None = field(
+        default=None,
+        metadata={"help": "Save this update's checkpoint and stop there, short of max_steps (resume goes on)."},
+    )
     save_episodes: bool = field(
         default=True, metadata={"help": "Append every training episode to output_dir/episodes.jsonl."}
     )
@@ -355,6 +363,8 @@ class GSPOConfig(GRPOConfig, DreamEnvSettings, LoraSettings):
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {value}")
         _require_positive(self, ("agent_max_steps", "max_turn_tokens", "real_task_seeds"))
+        if self.stop_after_step is not None:
+            _require_positive(self, ("stop_after_step",))
         if (
             isinstance(self.dream_resamples, bool)
             or not isinstance(self.dream_resamples, int)

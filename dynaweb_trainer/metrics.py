@@ -104,6 +104,23 @@ class SaveAtEndCallback(TrainerCallback):
         return control
 
 
+class StopAfterStepCallback(TrainerCallback):
+    """Save ``checkpoint-<step>`` and stop training there (``GSPOConfig.stop_after_step``).
+
+    The learning-rate schedule and ``max_steps`` are untouched, so a resumed run goes on exactly as one that
+    never stopped would.
+    """
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step >= self.step:
+            control.should_save = True  # the stop point need not fall on a save_steps multiple
+            control.should_training_stop = True
+        return control
+
+
 def restore_saved_attributes(callback: ExportableState, state: Any) -> dict[str, Any]:
     """The attributes ``callback`` saved in the checkpoint a run resumed from (at train begin).
 

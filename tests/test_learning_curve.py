@@ -184,6 +184,38 @@ def test_dream_curve_smoke_run_keeps_and_reads_real_checkpoints(tmp_path):
     assert completed.stdout.count("running dynaweb-train") == 1  # one run serves both points
 
 
+def test_train_to_checkpoint_stops_a_run_at_its_point_and_the_next_point_resumes_it(tmp_path, capsys):
+    """--train-to-checkpoint through the real tools: the first point trains to checkpoint 1 only, the last resumes."""
+    import shlex
+
+    from dynaweb_trainer.cli import train_main
+
+    budget = [item if item != "train_steps=1" else "train_steps=2" for item in TINY_BUDGET]
+    common = ["--seeds", "0", "--skip-eval", "--tasks", "miniwob.click-button", *TINY_MODELS, *SHIPPED_DEMOS, *budget]
+    report = tmp_path / "results" / "paper_claims_learning_curve.json"
+    first = drive(tmp_path, "learning_curve", "--arms", "dynaweb-dreams@1", "--train-to-checkpoint", *common)
+    assert first.returncode == 0, first.stdout + first.stderr
+    (run,) = json.loads(report.read_text())["runs"]
+    train_dir = claims.ROOT / run["output_dirs"][1]
+    assert train_dir.name.startswith("dynaweb-") and (train_dir / "checkpoint-1" / "trainer_state.json").is_file()
+    assert not (train_dir / "checkpoint-2").exists() and not (train_dir / "summary.json").exists()
+    assert "stopped after update 1 of 2" in (train_dir / "dynaweb-train.log").read_text()
+    assert "--stop-after-step" not in run["commands"][1]  # the run's recorded command, and so its hash, are unchanged
+    assert run["train_summary"]["training_finished"] is False
+
+    # Asked again to stop at a checkpoint it is already past, the tool does nothing.
+    assert train_main([*shlex.split(run["commands"][1])[1:], "--resume", "--stop-after-step", "1"]) == 0
+    assert "nothing to do" in capsys.readouterr().out and not (train_dir / "checkpoint-2").exists()
+
+    last = drive(tmp_path, "learning_curve", "--arms", "dynaweb-dreams@1", "dynaweb-dreams@2", *common)
+    assert last.returncode == 0, last.stdout + last.stderr
+    assert "resuming dynaweb-train" in last.stdout
+    runs = {run["arm"]: run for run in json.loads(report.read_text())["runs"]}
+    assert runs["dynaweb-dreams@2"]["train_summary"]["global_step"] == 2
+    state = json.loads((train_dir / "checkpoint-2" / "trainer_state.json").read_text())
+    assert [entry["step"] for entry in state["log_history"] if "loss" in entry] == [1, 2]
+
+
 def test_world_model_real_steps_are_read_from_its_training_record():
     from claims.statistics import world_model_transitions
 

@@ -207,7 +207,7 @@ def make_run(experiment: str, arm: Arm, seed: int | None, ctx: Context) -> Run:
     start = None if seed is None else sft_job(ctx, seed if ctx.sft_seed is None else ctx.sft_seed)
     train = train_job(ctx, arm, seed, start) if arm.method in ("gspo-real", "dynaweb") else None
     if train is not None and arm.checkpoint is not None:  # a learning-curve point: needs its checkpoint only
-        train = CheckpointJob(**vars(train), checkpoint=arm.checkpoint)
+        train = CheckpointJob(**vars(train), checkpoint=arm.checkpoint, stop=ctx.train_to_checkpoint)
     policy_job = train or start
     evaluation = None
     if not ctx.skip_eval and isinstance(train, CheckpointJob):

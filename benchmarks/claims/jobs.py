@@ -175,6 +175,9 @@ class Context:
     #: With ``model_data="demonstrations"``: the judge also learns each demonstration's final action taken too early
     #: as a failure (``dynaweb-train-wm --judge_early_final``), the near misses a judge of successes pays for.
     judge_near_misses: bool = False
+    #: A learning-curve point trains its run only up to its checkpoint, then stops (``--stop-after-step``); the
+    #: next point resumes it. Off: the first point trains the run to ``train_steps``.
+    train_to_checkpoint: bool = False
     #: Committed results files whose runs stand in for runs of identical commands with no outputs on disk.
     recorded: tuple[Path, ...] = ()
 
@@ -234,13 +237,19 @@ class CheckpointJob(Job):
     """A training job as one of its checkpoints' evaluations sees it: done once that checkpoint is saved.
 
     A learning curve's early points need not wait for the run's last update, so a second driver can evaluate
-    ``checkpoint-8`` while the first still trains. Running this job still runs (or resumes) the whole training.
+    ``checkpoint-8`` while the first still trains. Running this job runs (or resumes) the whole training, or with
+    ``stop`` only up to ``checkpoint``; the flag is not in the recorded command, since it does not change the run.
 
     Attributes:
         checkpoint: The update whose checkpoint the evaluation reads.
+        stop: Stop the training there (``dynaweb-train --stop-after-step``); a later job resumes it.
     """
 
     checkpoint: int = 0
+    stop: bool = False
+
+    def argv(self) -> list[str]:
+        return [*super().argv(), *(["--stop-after-step", str(self.checkpoint)] if self.stop else [])]
 
     @property
     def checkpoint_dir(self) -> Path:

@@ -79,6 +79,7 @@ def plot_learning_curve(report: dict[str, Any], path: Path) -> None:
             if method == "dynaweb" and points:  # the world model's data exists before the first update
                 start_steps["total"] = points[0]["real_env_steps_mean"]["total"]
             points = [{**start, "real_env_steps_mean": start_steps}, *points]
+        points = [row for row in points if row[metric]["mean"] is not None]  # trained, not yet evaluated
         means = [row[metric]["mean"] for row in points]
         stds = [row[metric]["std"] or 0.0 for row in points]
         steps = [row["real_env_steps_mean"]["total"] for row in points]
