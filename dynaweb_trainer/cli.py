@@ -160,7 +160,7 @@ def train_main(argv: Sequence[str] | None = None) -> int:
         trainer.train(resume_from_checkpoint=checkpoint)
     finally:
         trainer.rollout_func.close()
-    if trainer.state.global_step < trainer.state.max_steps:  # stopped early: no final model, no summary.json
+    if stop is not None and trainer.state.global_step < trainer.state.max_steps:  # no final model, no summary.json
         print(
             f"dynaweb-train: stopped after update {trainer.state.global_step} of {trainer.state.max_steps} "
             f"(--stop-after-step); rerun with --resume to go on",
