@@ -83,7 +83,9 @@ exact tool commands, seeds, budget, per-run success and real-environment steps, 
 page by page with its SFT start (pages gained and lost, successes by task), mean / std / min / max
 over seeds; for ``table1`` also the issue's two criteria, for the others the SFT start's success)
 and a PNG beside it (bars with the seed spread for ``table1`` and ``world_model``, lines for the
-sweeps; the SFT start dashed).
+sweeps; the SFT start dashed). An invocation of some seeds or arms (``--seeds 2``, ``--arms gspo-real``,
+arms run side by side) adds its runs to a file of the same configuration, which keeps the others and
+lists their commands in ``merged_with``; a file of another configuration is replaced.
 
 Time: every run's ``result.json`` and the experiment's JSON record the measured seconds of each stage
 (``runs[*].seconds``: SFT start, training, evaluation), each arm's spread over seeds
@@ -106,6 +108,7 @@ Smoke runs use tiny models and a tiny budget (all of it in ``tests/test_paper_cl
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shlex
 import sys
@@ -338,6 +341,39 @@ def dry_run(runs: Sequence[Run], ctx: Context) -> None:
             print(f"  [{status}] {job.command}")
 
 
+def with_reported_runs(output: Path, report: dict, ctx: Context) -> dict:
+    """``report`` widened by the runs its results file already reports for the same configuration.
+
+    A partial invocation (``--seeds 2``, ``--arms gspo-real``, or arms run side by side) then adds its runs
+    to the experiment's file instead of replacing the others. The wider report lists the commands whose runs
+    it kept in ``merged_with``. A file of another configuration (budget, models, guards...) is replaced, and
+    the driver says so.
+    """
+    try:
+        previous = json.loads(output.read_text())
+    except (OSError, ValueError):
+        return report
+    if not isinstance(previous, dict) or previous.get("experiment") != report["experiment"]:
+        return report
+    # Compare as stored: the new report's tuples and paths become what JSON reads back.
+    stored = json.loads(json.dumps({"config": report["config"], "budget": report["budget"]}, default=str))
+    if (previous.get("config"), previous.get("budget")) != (stored["config"], stored["budget"]):
+        print(f"paper_claims: {rel(output)} reported another configuration: replaced")
+        return report
+    seeds = sorted(set(ctx.seeds) | set(previous.get("seeds") or ()))
+    arms = {row["arm"] for row in report["summary"]} | {row["arm"] for row in previous.get("summary") or ()}
+    wider = dataclasses.replace(ctx, seeds=seeds)
+    widened = aggregate(report["experiment"], plan(report["experiment"], wider, sorted(arms)), wider, report["command"])
+    if len(widened["runs"]) == len(report["runs"]):
+        return report
+    widened["merged_with"] = [*previous.get("merged_with", ()), previous["command"]]
+    print(
+        f"paper_claims: {report['experiment']}: kept the {len(widened['runs']) - len(report['runs'])} other runs "
+        f"that {rel(output)} reports for this configuration"
+    )
+    return widened
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status (1 if a run failed, 2 for unusable arguments or set-up)."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -384,14 +420,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Another suite's results go beside the small suite's, which keep their names.
     results_dir = args.results_dir if args.suite in (None, "small") else args.results_dir / args.suite
     for experiment, experiment_runs in plans.items():
-        report = aggregate(experiment, experiment_runs, ctx, command)
+        output = results_dir / f"paper_claims_{experiment}.json"
+        report = with_reported_runs(output, aggregate(experiment, experiment_runs, ctx, command), ctx)
         if not report["runs"]:
             print(f"paper_claims: {experiment}: no finished runs yet, nothing written")
             continue
-        output = results_dir / f"paper_claims_{experiment}.json"
         write_json(output, report)
         plot(report, output.with_suffix(".png"))
-        done = f"{len(report['runs'])}/{len(experiment_runs)} runs"
+        done = f"{len(report['runs'])}/{len(report['runs']) + len(report['missing'])} runs"
         print(f"paper_claims: {experiment}: {done} in {rel(output)} (+ .png)")
     if failures:
         print("paper_claims: failed runs (rerun the same command to retry):\n  " + "\n  ".join(failures))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -471,3 +472,33 @@ def test_recorded_runs_of_identical_commands_stand_in_only_when_asked(tmp_path):
     gains = report["criteria"]["gain_points_by_seed"][0]
     assert gains == {"gspo-real": pytest.approx(10), "dynaweb-dreams": pytest.approx(5)}
     assert not runs["gspo-real-seed0"].done(reuse)  # a driver without outputs would still run it
+
+
+def test_a_partial_invocation_adds_its_runs_to_the_results_file(tmp_path, capsys):
+    """Arms run side by side (``--arms``) or a seed added later (``--seeds 1``) keep the runs already reported."""
+    where = ["--runs-dir", str(tmp_path / "runs"), "--results-dir", str(tmp_path / "results"), "--quiet"]
+    ctx = claims.make_context(claims.parse_args(["table1", *where, "--seeds", "0", "1"]))
+    runs = {run.name: run for run in claims.plan("table1", ctx)}
+    for name in ("base", "sft-seed0", "gspo-real-seed0", "dynaweb-seed0", "gspo-real-seed1"):
+        claims.write_json(runs[name].result_file, _fake_result(runs[name], 0.5, 0, 0))
+    output = tmp_path / "results" / "paper_claims_table1.json"
+
+    def reported() -> list[tuple[str, int | None]]:
+        report = json.loads(output.read_text())
+        return sorted((result["arm"], result["seed"]) for result in report["runs"]), report
+
+    assert claims.main(["table1", "--seeds", "0", *where, "--aggregate-only"]) == 0
+    assert len(reported()[0]) == 4  # the base model, and the SFT start, GSPO and DynaWeb of seed 0
+    assert claims.main(["table1", "--seeds", "1", "--arms", "gspo-real", *where, "--aggregate-only"]) == 0
+    runs_reported, report = reported()
+    assert runs_reported == [("base", None), ("dynaweb", 0), ("gspo-real", 0), ("gspo-real", 1), ("sft", 0)]
+    assert report["seeds"] == [0, 1] and report["missing"] == ["table1/sft-seed1", "table1/dynaweb-seed1"]
+    assert report["merged_with"][0].endswith(shlex.join(["table1", "--seeds", "0", *where, "--aggregate-only"]))
+    assert "kept the 4 other runs" in capsys.readouterr().out
+
+    # Another configuration is another experiment: its file replaces the old one, and the driver says so.
+    first = ["--dream-starts", "first", "--aggregate-only"]
+    assert claims.main(["table1", "--seeds", "1", "--arms", "gspo-real", *where, *first]) == 0
+    runs_reported, report = reported()
+    assert runs_reported == [("gspo-real", 1)] and "merged_with" not in report
+    assert "reported another configuration: replaced" in capsys.readouterr().out
