@@ -483,7 +483,7 @@ def test_a_partial_invocation_adds_its_runs_to_the_results_file(tmp_path, capsys
         claims.write_json(runs[name].result_file, _fake_result(runs[name], 0.5, 0, 0))
     output = tmp_path / "results" / "paper_claims_table1.json"
 
-    def reported() -> list[tuple[str, int | None]]:
+    def reported() -> tuple[list[tuple[str, int | None]], dict]:
         report = json.loads(output.read_text())
         return sorted((result["arm"], result["seed"]) for result in report["runs"]), report
 
