@@ -85,7 +85,8 @@ over seeds; for ``table1`` also the issue's two criteria, for the others the SFT
 and a PNG beside it (bars with the seed spread for ``table1`` and ``world_model``, lines for the
 sweeps; the SFT start dashed). An invocation of some seeds or arms (``--seeds 2``, ``--arms gspo-real``,
 arms run side by side) adds its runs to a file of the same configuration, which keeps the others and
-lists their commands in ``merged_with``; a file of another configuration is replaced.
+lists their commands in ``merged_with`` (in a fresh checkout too: the file's runs stand in for runs no longer
+on disk); a file of another configuration is replaced, except by an invocation that evaluated nothing.
 
 Time: every run's ``result.json`` and the experiment's JSON record the measured seconds of each stage
 (``runs[*].seconds``: SFT start, training, evaluation), each arm's spread over seeds
@@ -341,13 +342,26 @@ def dry_run(runs: Sequence[Run], ctx: Context) -> None:
             print(f"  [{status}] {job.command}")
 
 
-def with_reported_runs(output: Path, report: dict, ctx: Context) -> dict:
+#: Fields of a report's ``config`` that are measurements, not settings: a rerun measures them again.
+MEASURED_CONFIG_FIELDS = ("demonstrations_seconds",)
+
+
+def _settings(report: dict) -> tuple[dict, dict]:
+    """The report's configuration and budget as stored in JSON, measurements left out."""
+    stored = json.loads(json.dumps({"config": report.get("config"), "budget": report.get("budget")}, default=str))
+    config = {k: v for k, v in (stored["config"] or {}).items() if k not in MEASURED_CONFIG_FIELDS}
+    return config, stored["budget"]
+
+
+def with_reported_runs(output: Path, report: dict, ctx: Context) -> dict | None:
     """``report`` widened by the runs its results file already reports for the same configuration.
 
     A partial invocation (``--seeds 2``, ``--arms gspo-real``, or arms run side by side) then adds its runs
-    to the experiment's file instead of replacing the others. The wider report lists the commands whose runs
-    it kept in ``merged_with``. A file of another configuration (budget, models, guards...) is replaced, and
-    the driver says so.
+    to the experiment's file instead of replacing the others, also in a fresh checkout whose runs are gone:
+    the file's own runs of identical commands stand in, as with ``--reuse-recorded``. The wider report lists
+    the commands whose runs it kept in ``merged_with``. A file of another configuration (budget, models,
+    guards...) is replaced, and the driver says so; unless this invocation evaluated nothing and the file
+    holds evaluated runs (``None``: write nothing), so that a ``--skip-eval`` run never erases a results table.
     """
     try:
         previous = json.loads(output.read_text())
@@ -355,14 +369,19 @@ def with_reported_runs(output: Path, report: dict, ctx: Context) -> dict:
         return report
     if not isinstance(previous, dict) or previous.get("experiment") != report["experiment"]:
         return report
-    # Compare as stored: the new report's tuples and paths become what JSON reads back.
-    stored = json.loads(json.dumps({"config": report["config"], "budget": report["budget"]}, default=str))
-    if (previous.get("config"), previous.get("budget")) != (stored["config"], stored["budget"]):
+    if _settings(previous) != _settings(report):
+        evaluated = [any(run.get("evaluated") for run in r.get("runs") or ()) for r in (previous, report)]
+        if evaluated == [True, False]:
+            print(
+                f"paper_claims: kept {rel(output)}: it reports evaluated runs of another configuration and this "
+                "invocation evaluated none (--results-dir writes it elsewhere)"
+            )
+            return None
         print(f"paper_claims: {rel(output)} reported another configuration: replaced")
         return report
     seeds = sorted(set(ctx.seeds) | set(previous.get("seeds") or ()))
     arms = {row["arm"] for row in report["summary"]} | {row["arm"] for row in previous.get("summary") or ()}
-    wider = dataclasses.replace(ctx, seeds=seeds)
+    wider = dataclasses.replace(ctx, seeds=seeds, recorded=(*ctx.recorded, output.resolve()))
     widened = aggregate(report["experiment"], plan(report["experiment"], wider, sorted(arms)), wider, report["command"])
     if len(widened["runs"]) == len(report["runs"]):
         return report
@@ -422,6 +441,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for experiment, experiment_runs in plans.items():
         output = results_dir / f"paper_claims_{experiment}.json"
         report = with_reported_runs(output, aggregate(experiment, experiment_runs, ctx, command), ctx)
+        if report is None:
+            continue
         if not report["runs"]:
             print(f"paper_claims: {experiment}: no finished runs yet, nothing written")
             continue

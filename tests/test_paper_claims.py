@@ -502,3 +502,32 @@ def test_a_partial_invocation_adds_its_runs_to_the_results_file(tmp_path, capsys
     runs_reported, report = reported()
     assert runs_reported == [("gspo-real", 1)] and "merged_with" not in report
     assert "reported another configuration: replaced" in capsys.readouterr().out
+
+
+def test_a_fresh_checkout_adds_to_the_committed_results_and_a_skip_eval_run_never_erases_them(tmp_path, capsys):
+    """Runs gone from disk (a fresh clone) stay reported by their file; a run that evaluated nothing keeps it."""
+    where = ["--runs-dir", str(tmp_path / "runs"), "--results-dir", str(tmp_path / "results"), "--quiet"]
+    ctx = claims.make_context(claims.parse_args(["table1", *where, "--seeds", "0", "1"]))
+    runs = {run.name: run for run in claims.plan("table1", ctx)}
+    for name in ("base", "sft-seed0", "gspo-real-seed0"):
+        claims.write_json(runs[name].result_file, _fake_result(runs[name], 0.5, 0, 0))
+    output = tmp_path / "results" / "paper_claims_table1.json"
+    assert claims.main(["table1", "--seeds", "0", *where, "--aggregate-only"]) == 0
+    committed = output.read_text()
+
+    for name in ("base", "gspo-real-seed0"):  # a fresh checkout: those runs' outputs are gone
+        runs[name].result_file.unlink()
+    claims.write_json(runs["gspo-real-seed1"].result_file, _fake_result(runs["gspo-real-seed1"], 0.7, 0, 0))
+    assert claims.main(["table1", "--seeds", "1", "--arms", "gspo-real", *where, "--aggregate-only"]) == 0
+    report = json.loads(output.read_text())
+    assert sorted((result["arm"], result["seed"]) for result in report["runs"]) == [
+        ("base", None), ("gspo-real", 0), ("gspo-real", 1), ("sft", 0)
+    ]  # fmt: skip
+    assert sorted(report["recorded_runs"]) == [f"{name}: {claims.rel(output)}" for name in ("base", "gspo-real-seed0")]
+
+    output.write_text(committed)
+    trained = {**_fake_result(runs["sft-seed0"], 0.5, 0, 0), "evaluated": False, "success": None}
+    claims.write_json(runs["sft-seed0"].result_file, trained)  # as a --skip-eval run leaves it
+    skip = ["table1", "--seeds", "0", "--arms", "sft", "--skip-eval", "--dream-starts", "first", *where]
+    assert claims.main([*skip, "--aggregate-only"]) == 0  # another configuration, nothing evaluated
+    assert output.read_text() == committed and "evaluated none" in capsys.readouterr().out

@@ -181,7 +181,9 @@ def recorded_result(run: Run, ctx: Context) -> dict[str, Any] | None:
         report = read_json(path) or {}
         for result in report.get("runs", []):
             if result.get("output_dirs") == mine and result.get("arm") == run.arm.key:
+                # A result already standing in keeps where it was first recorded.
                 where = {"recorded_in": rel(path), "recorded_at": report.get("written_at")}
+                where = {key: result.get(key, value) for key, value in where.items()}
                 return {**result, "experiment": run.experiment, "run": run.name, **where}
     return None
 
