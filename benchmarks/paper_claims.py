@@ -385,7 +385,9 @@ def with_reported_runs(output: Path, report: dict, ctx: Context) -> dict | None:
     widened = aggregate(report["experiment"], plan(report["experiment"], wider, sorted(arms)), wider, report["command"])
     if len(widened["runs"]) == len(report["runs"]):
         return report
-    widened["merged_with"] = [*previous.get("merged_with", ()), previous["command"]]
+    # Each command once, this one aside: re-aggregating the same file would otherwise list itself again.
+    merged = dict.fromkeys([*previous.get("merged_with", ()), previous["command"]])
+    widened["merged_with"] = [command for command in merged if command != report["command"]]
     print(
         f"paper_claims: {report['experiment']}: kept the {len(widened['runs']) - len(report['runs'])} other runs "
         f"that {rel(output)} reports for this configuration"
@@ -438,6 +440,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = shlex.join(["python", "benchmarks/paper_claims.py", *argv])
     # Another suite's results go beside the small suite's, which keep their names.
     results_dir = args.results_dir if args.suite in (None, "small") else args.results_dir / args.suite
+    # The sweeps draw their SFT start's score as a reference line. In a fresh checkout its evaluation is
+    # gone from disk, and the table1 report beside them records it: identical commands stand in.
+    ctx = dataclasses.replace(ctx, recorded=(*ctx.recorded, (results_dir / "paper_claims_table1.json").resolve()))
     for experiment, experiment_runs in plans.items():
         output = results_dir / f"paper_claims_{experiment}.json"
         report = with_reported_runs(output, aggregate(experiment, experiment_runs, ctx, command), ctx)

@@ -315,6 +315,15 @@ def test_sweeps_draw_the_sft_start_they_have_to_clear(tmp_path):
     claims.plot(report, png)
     assert png.stat().st_size > 10_000
 
+    # A fresh checkout: the start's evaluation is gone, and the table1 report beside the sweep recorded it.
+    where = ["--runs-dir", str(tmp_path), "--results-dir", str(tmp_path / "results"), "--seeds", "0", "--quiet"]
+    assert claims.main(["table1", "--arms", "sft", *where, "--aggregate-only"]) == 0
+    sft.result_file.unlink()
+    assert claims.main(["expert_frac", *where, "--aggregate-only"]) == 0
+    reference = json.loads((tmp_path / "results" / "paper_claims_expert_frac.json").read_text())["sft_start"]
+    assert reference["success"]["mean"] == pytest.approx(0.6)
+    assert reference["recorded_in"] == [claims.rel(tmp_path / "results" / "paper_claims_table1.json")]
+
 
 def test_rl_runs_are_paired_page_by_page_with_their_sft_start(tmp_path):
     ctx = claims.make_context(claims.parse_args(["table1", "--runs-dir", str(tmp_path), "--seeds", "0"]))
@@ -524,6 +533,8 @@ def test_a_fresh_checkout_adds_to_the_committed_results_and_a_skip_eval_run_neve
         ("base", None), ("gspo-real", 0), ("gspo-real", 1), ("sft", 0)
     ]  # fmt: skip
     assert sorted(report["recorded_runs"]) == [f"{name}: {claims.rel(output)}" for name in ("base", "gspo-real-seed0")]
+    assert claims.main(["table1", "--seeds", "1", "--arms", "gspo-real", *where, "--aggregate-only"]) == 0
+    assert json.loads(output.read_text())["merged_with"] == [json.loads(committed)["command"]]  # each command once
 
     output.write_text(committed)
     trained = {**_fake_result(runs["sft-seed0"], 0.5, 0, 0), "evaluated": False, "success": None}

@@ -466,15 +466,20 @@ def sft_start_reference(ctx: Context, metric: str) -> dict[str, Any] | None:
 
     Every arm of the sweeps and of ``world_model`` starts from the SFT start of its seed (or of
     ``--sft-seed``): its evaluation is the ``table1`` SFT run's, shared, so reading it costs nothing.
+    Where that evaluation is gone from disk, a recorded one of identical commands stands in, named in
+    ``recorded_in``.
     """
     if metric != "success":
         return None
-    results = [(run.name, current_result(run, ctx)) for run in plan("table1", ctx, ["sft"])]
+    runs = plan("table1", ctx, ["sft"])
+    results = [(run.name, current_result(run, ctx) or recorded_result(run, ctx)) for run in runs]
     evaluated = [(name, result) for name, result in results if result is not None and result["evaluated"]]
     if not evaluated:
         return None
-    return {
+    reference = {
         "label": "SFT start",
         "runs": [f"table1/{name}" for name, _ in evaluated],
         "success": spread([result["success"] for _, result in evaluated]),
     }
+    recorded_in = sorted({result["recorded_in"] for _, result in evaluated if "recorded_in" in result})
+    return reference | ({"recorded_in": recorded_in} if recorded_in else {})
