@@ -379,6 +379,7 @@ def with_reported_runs(output: Path, report: dict, ctx: Context) -> dict | None:
             return None
         print(f"paper_claims: {rel(output)} reported another configuration: replaced")
         return report
+    warn_on_changed_reruns(previous, report, output)
     seeds = sorted(set(ctx.seeds) | set(previous.get("seeds") or ()))
     arms = {row["arm"] for row in report["summary"]} | {row["arm"] for row in previous.get("summary") or ()}
     wider = dataclasses.replace(ctx, seeds=seeds, recorded=(*ctx.recorded, output.resolve()))
@@ -393,6 +394,26 @@ def with_reported_runs(output: Path, report: dict, ctx: Context) -> dict | None:
         f"that {rel(output)} reports for this configuration"
     )
     return widened
+
+
+def warn_on_changed_reruns(previous: dict, report: dict, output: Path) -> None:
+    """Say where a run of identical commands now scores otherwise than ``output`` recorded it.
+
+    A fresh checkout rebuilds shared jobs (the demonstrations, the SFT start) by the same commands, and a
+    rebuilt one can score differently. The new result is reported, but the file's other runs may have
+    trained from the recorded one, which a reader of the table has to know.
+    """
+    evaluated = [run for run in previous.get("runs") or () if run.get("evaluated")]
+    before = {(run["arm"], tuple(run["output_dirs"])): run for run in evaluated}
+    for run in report["runs"]:
+        old = before.get((run["arm"], tuple(run["output_dirs"])))
+        if old is None or not run.get("evaluated") or "recorded_in" in run or old["success"] == run["success"]:
+            continue
+        print(
+            f"paper_claims: warning: {report['experiment']}/{run['run']} scores {run['success']:.3f} here, "
+            f"{old['success']:.3f} as {rel(output)} recorded it: its identical commands, rerun, gave another "
+            "result, and the file's other runs may have started from the recorded one"
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

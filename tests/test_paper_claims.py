@@ -264,7 +264,7 @@ def _fake_result(run, success: float, online: int, extra: int) -> dict:
     steps = {"sft_demonstrations": 67, "online_real": online, "expert_replay": 5, "world_model_extra": extra}
     steps["total"] = 67 + online + extra
     seconds = {"sft": 100.0 if run.sft else None, "train": 10.0 * (1 + success) if run.train else None, "eval": 50.0}
-    return {"arm": run.arm.key, "seed": run.seed, "evaluated": True, "success": success,
+    return {"run": run.name, "arm": run.arm.key, "seed": run.seed, "evaluated": True, "success": success,
             "train_success_last": 0.5, "real_env_steps": steps, "seconds": seconds,
             "output_dirs": [claims.rel(job.output_dir) for job in run.jobs]}  # fmt: skip
 
@@ -535,6 +535,11 @@ def test_a_fresh_checkout_adds_to_the_committed_results_and_a_skip_eval_run_neve
     assert sorted(report["recorded_runs"]) == [f"{name}: {claims.rel(output)}" for name in ("base", "gspo-real-seed0")]
     assert claims.main(["table1", "--seeds", "1", "--arms", "gspo-real", *where, "--aggregate-only"]) == 0
     assert json.loads(output.read_text())["merged_with"] == [json.loads(committed)["command"]]  # each command once
+    rebuilt = _fake_result(runs["gspo-real-seed0"], 0.9, 0, 0)  # the same commands rerun, another score
+    claims.write_json(runs["gspo-real-seed0"].result_file, rebuilt)
+    capsys.readouterr()
+    assert claims.main(["table1", "--seeds", "0", "--arms", "gspo-real", *where, "--aggregate-only"]) == 0
+    assert "gspo-real-seed0 scores 0.900 here, 0.500 as" in capsys.readouterr().out
 
     output.write_text(committed)
     trained = {**_fake_result(runs["sft-seed0"], 0.5, 0, 0), "evaluated": False, "success": None}
