@@ -15,6 +15,35 @@ from ..agent import observation_message
 RESET_OPTION_KEYS = ("task", "task_seed", "step_index", "start_state")
 
 
+def library_import_error(module: str, library: str, package: str, extra: str, error: ImportError) -> ImportError:
+    """The error an adapter raises when its host library fails to import, naming the real cause.
+
+    A library that is absent and one that is installed but breaks on import (a dependency another
+    package moved, e.g. verifiers 0.4 pinning ``mcp==2.0.0`` under OpenEnv's ``fastmcp``) need
+    different fixes, so the message tells them apart and quotes the original error; raise it
+    ``from error`` so the original traceback is chained.
+
+    Args:
+        module: The adapter module, e.g. ``"dynaweb_env.integrations.openenv"``.
+        library: The library's name for people, e.g. ``"OpenEnv"``.
+        package: Its top-level import name, e.g. ``"openenv"``.
+        extra: The extra of this package that installs it, e.g. ``"openenv"``.
+        error: The ``ImportError`` the library's import raised.
+
+    Returns:
+        An ``ImportError`` whose message says which of the two happened and quotes ``error``.
+    """
+    install = f"pip install 'dynaweb[{extra}]'"
+    missing = getattr(error, "name", None)
+    if isinstance(error, ModuleNotFoundError) and missing in (package, None):
+        return ImportError(f"{module} needs {library}, which is not installed: {install}")
+    return ImportError(
+        f"{module} needs {library}: it is installed but importing it failed with "
+        f"{type(error).__name__}: {error}. A dependency of {library} is probably missing or at a version it "
+        f"cannot use (`pip check` lists conflicts); reinstalling with {install} restores the versions it needs"
+    )
+
+
 def reset_options(values: Mapping[str, Any]) -> dict[str, Any] | None:
     """The reset options among ``values`` (unset ones left out); ``None`` if there are none."""
     options = {key: values[key] for key in RESET_OPTION_KEYS if values.get(key) is not None}

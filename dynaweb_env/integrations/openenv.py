@@ -34,28 +34,41 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from pydantic import Field, model_validator
+
+from ._common import WebEpisode, jsonable_info, library_import_error
+
 try:
     from openenv.core.client_types import StepResult
     from openenv.core.env_client import EnvClient
     from openenv.core.env_server import Action, Environment, Observation, State, create_app
-except ImportError as error:  # pragma: no cover - exercised only without the extra
-    raise ImportError("dynaweb_env.integrations.openenv needs OpenEnv: pip install 'dynaweb[openenv]'") from error
-from pydantic import Field
-
-from ._common import WebEpisode, jsonable_info
+except ImportError as error:  # tested by simulating both failures (tests/test_readme_examples.py)
+    raise library_import_error(__name__, "OpenEnv", "openenv", "openenv", error) from error
 
 #: Message timeout of :class:`DynaWebClient` (seconds): a CPU dream step can take minutes.
 DEFAULT_CLIENT_TIMEOUT_S = 600.0
 
 
 class WebAction(Action):
-    """One agent action: a string in DynaWeb's grammar (``click [13]``) or a whole policy response."""
+    """One agent action: a string in DynaWeb's grammar (``click [13]``) or a whole policy response.
 
-    action: str = Field(default="", description="an action such as 'click [13]', or a REASON/ACTION response")
+    ``action`` is the schema's one required field, so a client that sends a bare reply as that field
+    (verifiers' ``OpenEnvTaskset`` does) knows where it goes. Only a ``finish`` message may leave it out.
+    """
+
+    action: str = Field(description="an action such as 'click [13]', or a REASON/ACTION response")
     finish: bool = Field(
         default=False,
-        description="end the episode now instead of acting; a dream is then judged (for turn caps)",
+        description="end the episode now instead of acting; a dream is then judged (for turn caps); "
+        "'action' may then be left out",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _finish_needs_no_action(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("finish") is True and "action" not in data:
+            return {**data, "action": ""}
+        return data
 
 
 class WebObservation(Observation):
