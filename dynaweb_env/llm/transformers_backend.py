@@ -1,9 +1,11 @@
 """Batched generation with a local transformers model (CPU or GPU).
 
-:class:`TransformersBackend` runs its own decoding loop instead of ``model.generate`` so that it can
+On a CPU, :class:`TransformersBackend` runs its own decoding loop instead of ``model.generate`` so that it can
 return exactly what the trainer needs: the prompt ids the model saw, the sampled ids, and the
 log-probability of each sampled token, with per-sequence seeding that does not depend on how a
-batch is split or ordered.
+batch is split or ordered. On an accelerator it decodes through ``model.generate`` (static cache and
+``torch.compile`` on CUDA; :mod:`~dynaweb_env.llm.hf_generate`), returning the same fields; :func:`decoding_plan`
+is the rule.
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ from .base import (
 )
 
 DEFAULT_MAX_BATCH_SIZE = 16
+#: How :class:`TransformersBackend` may decode: ``"loop"`` (its own loop), ``"generate"`` (transformers'
+#: ``model.generate``, :mod:`~dynaweb_env.llm.hf_generate`) or ``"auto"`` (:func:`decoding_plan`'s rule).
+DECODINGS = ("auto", "loop", "generate")
 #: Fewest leading tokens the prompts of a batch must share before they are prefilled once for all rows.
 MIN_SHARED_PREFIX = 16
 
@@ -48,6 +53,31 @@ def shared_prefix_length(prompts: Sequence[Sequence[int]]) -> int:
     while length < limit and all(ids[length] == first[length] for ids in prompts[1:]):
         length += 1
     return length
+
+
+def decoding_plan(device: torch.device, decoding: str = "auto", compile: bool | None = None) -> tuple[str, bool]:
+    """How a model on ``device`` decodes: ``(decoding, compile)``. The one rule choosing between the two paths.
+
+    On a CPU the backend's own loop (shared-prefix prefill, per-row prefill, a KV cache grown in place) is what
+    the CPU benchmarks measured, and ``torch.compile`` does not pay there; on an accelerator, transformers'
+    ``generate`` with a static cache and ``torch.compile`` (CUDA graphs) keeps the device busy where the loop's
+    per-token Python and host syncs starve it.
+
+    Args:
+        device: Where the model's weights are.
+        decoding: One of :data:`DECODINGS`; ``"auto"`` applies the rule above.
+        compile: Static cache and ``torch.compile`` on the ``generate`` path; ``None``: on CUDA only.
+
+    Raises:
+        ValueError: If ``decoding`` is not one of :data:`DECODINGS`.
+    """
+    if decoding not in DECODINGS:
+        raise ValueError(f"decoding must be one of {DECODINGS}, got {decoding!r}")
+    if decoding == "auto":
+        decoding = "loop" if device.type == "cpu" else "generate"
+    if compile is None:
+        compile = device.type == "cuda"
+    return decoding, bool(compile) and decoding == "generate"
 
 
 def load_merged_adapter(adapter_dir: Path, base: Path | str, dtype: torch.dtype) -> Any:
@@ -152,7 +182,12 @@ class TransformersBackend:
         dtype: Weights dtype when loading (default float32 on CPU, bfloat16 on CUDA).
         max_batch_size: Most sequences decoded together.
         model_name: Name for logs; defaults to the reference or the model's ``name_or_path``.
-        share_prefix: Prefill a prefix shared by all prompts of a batch once (see above).
+        share_prefix: Prefill a prefix shared by all prompts of a batch once (see above; own loop only).
+        decoding: ``"loop"`` (the loop above), ``"generate"`` (transformers' ``model.generate``, see
+            :mod:`~dynaweb_env.llm.hf_generate`: same log-probabilities and stop rules, but a row's sample then
+            depends on the other rows of its batch) or ``"auto"`` (the loop on a CPU, ``generate`` elsewhere:
+            :func:`decoding_plan`).
+        compile: On the ``generate`` path, a static KV cache with ``torch.compile``; ``None``: on CUDA only.
 
     Example:
         >>> backend = TransformersBackend("tiny-random")
@@ -169,9 +204,12 @@ class TransformersBackend:
         max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
         model_name: str | None = None,
         share_prefix: bool = True,
+        decoding: str = "auto",
+        compile: bool | None = None,
     ) -> None:
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
+        decoding_plan(torch.device("cpu"), decoding)  # a bad choice fails before a model loads
         self.max_batch_size = max_batch_size
         self.share_prefix = share_prefix
         if isinstance(model, (str, os.PathLike)):
@@ -196,6 +234,7 @@ class TransformersBackend:
         self._lock = threading.Lock()
         #: Prefill each prompt's rest alone (no padding computed) rather than in one padded batch: see `_prefill`.
         self.prefill_rows_alone = self.device.type == "cpu"
+        self.decoding, self.compile = decoding_plan(self.device, decoding, compile)
 
     @staticmethod
     def _load(reference, tokenizer, device, dtype):
@@ -280,13 +319,31 @@ class TransformersBackend:
                 with torch.inference_mode():
                     for start in range(0, len(order), self.max_batch_size):
                         chunk = order[start : start + self.max_batch_size]
-                        outputs = self._decode([prompts[i] for i in chunk], [seeds[i] for i in chunk], params)
+                        outputs = self._decode_chunk([prompts[i] for i in chunk], [seeds[i] for i in chunk], params)
                         for index, generation in zip(chunk, outputs, strict=True):
                             results[index] = generation
             finally:
                 if was_training:
                     self.model.train()
         return results  # type: ignore[return-value]
+
+    def _decode_chunk(self, prompts: list[list[int]], seeds: list[int], params: SamplingParams) -> list[Generation]:
+        """One batch of at most ``max_batch_size`` prompts, through the path :func:`decoding_plan` chose."""
+        if self.decoding == "loop":
+            return self._decode(prompts, seeds, params)
+        from .hf_generate import generate_rows
+
+        return generate_rows(
+            self.model,
+            self.tokenizer,
+            prompts,
+            seeds[0],
+            params,
+            eos_ids=self.eos_token_ids,
+            pad_id=self.pad_token_id,
+            compile=self.compile,
+            max_rows=self.max_batch_size,
+        )
 
     def _forward(self, input_ids: torch.Tensor, cache: Any, **kwargs: Any) -> torch.Tensor:
         """Logits of the last position of each row, extending ``cache``."""
@@ -409,4 +466,12 @@ class TransformersBackend:
         return stop_text(self.tokenizer, completion, params)
 
 
-__all__ = ["TransformersBackend", "sequence_seeds", "shared_prefix_length", "stop_text", "validate_conversation"]
+__all__ = [
+    "DECODINGS",
+    "TransformersBackend",
+    "decoding_plan",
+    "sequence_seeds",
+    "shared_prefix_length",
+    "stop_text",
+    "validate_conversation",
+]
