@@ -74,12 +74,16 @@ def policies(epsilons: Sequence[float]) -> list[dict[str, Any]]:
 def _relabel(path: Path, split: str) -> None:
     """Give every record of ``path`` ``metadata["split"] = split`` (``dynaweb-collect`` knows only train/test).
 
-    Written to a temporary file and renamed over the original, so an interruption loses nothing.
+    Written to a temporary file and renamed over the original, so an interruption loses nothing. A bad line is
+    skipped with a warning naming it (:func:`~dynaweb_env.data.jsonl.iter_jsonl_lines`), and dropped if the file
+    is rewritten.
     """
-    lines = path.read_text().splitlines()
-    changed = []
-    for line in lines:
-        record = json.loads(line)
+    from dynaweb_env.data.jsonl import iter_jsonl_lines
+
+    lines, changed = [], []
+    for line in iter_jsonl_lines(path):
+        lines.append(line.text.decode("utf-8"))
+        record = line.record
         record.setdefault("metadata", {})["split"] = split
         changed.append(json.dumps(record))
     if changed != lines:

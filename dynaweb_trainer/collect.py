@@ -131,7 +131,7 @@ def read_done(path: str | os.PathLike[str]) -> set[tuple[str, int, str]]:
         ValueError: If ``path`` is not a JSONL file (no line is a JSON object); it is left untouched.
     """
     from dynaweb_env.data.io import iter_trajectories
-    from dynaweb_env.data.jsonl_append import prepare_for_append
+    from dynaweb_env.data.jsonl import prepare_for_append
 
     path = Path(path)
     if not path.is_file() or path.stat().st_size == 0:

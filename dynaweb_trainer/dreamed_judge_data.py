@@ -141,14 +141,13 @@ def replayed_policy_dreams(
     dream's pages have no real counterpart. Dreams not replayed, whose start page was not reproduced, or whose
     start trajectory is not in ``start_trajectories`` when it has a history, are left out.
     """
+    from dynaweb_env.data.jsonl import iter_jsonl
     from dynaweb_trainer.build_data import split_of_seed
 
     episodes: dict[tuple[str, str, Any], dict[str, Any]] = {}
     for run in sorted({dream["run"] for dream in report["dreams"]}):
-        with open(Path(runs_root) / run / "episodes.jsonl", encoding="utf-8") as lines:
-            for line in lines:
-                episode = json.loads(line)
-                episodes[(run, episode["id"], episode["metadata"].get("global_step"))] = episode
+        for episode in iter_jsonl(Path(runs_root) / run / "episodes.jsonl"):  # a bad line: skipped and named
+            episodes[(run, episode.get("id"), episode.get("metadata", {}).get("global_step"))] = episode
     # The judge reads a dream's recorded history too (DreamWebEnv.judge_request): its steps, on their real pages.
     sources = {t.id: [step for step in t.steps if step.action.strip()] for t in start_trajectories}
     records, left_out = [], 0
@@ -196,8 +195,11 @@ def replayed_policy_dreams(
 
 
 def _read_existing(path: Path) -> list[Trajectory]:
+    """The records already in ``path``, after repairing a last line an interrupted run cut short."""
     from dynaweb_env.data.io import read_trajectories
+    from dynaweb_env.data.jsonl import prepare_for_append
 
+    prepare_for_append(path)
     return read_trajectories([path]) if path.is_file() else []
 
 

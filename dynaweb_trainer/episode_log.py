@@ -18,13 +18,13 @@ anew. So the file always matches the updates the saved model went through.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from dynaweb_env.data.io import write_trajectories
+from dynaweb_env.data.jsonl import iter_jsonl_lines
 
 from .rollout import EpisodeResult
 
@@ -40,20 +40,20 @@ def episode_log_path(output_dir: str | os.PathLike[str], process_index: int = 0,
 def keep_updates_before(path: Path, global_step: int) -> int:
     """Rewrite ``path`` with only the records of updates before ``global_step``; returns how many stayed.
 
-    Lines that do not parse (a write cut short by a crash) are dropped too.
+    Records are kept byte for byte. A line that is not a record (a write cut short by a crash, bytes that are
+    not UTF-8, JSON nested too deeply) is dropped with a warning naming its line
+    (:func:`~dynaweb_env.data.jsonl.iter_jsonl_lines`); so is a record without an integer ``global_step``.
     """
     if not path.is_file():
         return 0
     kept = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            step = json.loads(line)["metadata"]["global_step"]
-        except (ValueError, KeyError, TypeError):
-            continue
-        if isinstance(step, int) and step < global_step:
-            kept.append(line)
+    for line in iter_jsonl_lines(path, on_error="skip"):
+        metadata = line.record.get("metadata")
+        step = metadata.get("global_step") if isinstance(metadata, dict) else None
+        if isinstance(step, int) and not isinstance(step, bool) and step < global_step:
+            kept.append(line.text)
     temporary = path.with_suffix(".jsonl.tmp")
-    temporary.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+    temporary.write_bytes(b"".join(text + b"\n" for text in kept))
     temporary.replace(path)  # atomic: a crash here leaves the old file or the new one, never half of one
     return len(kept)
 

@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dynaweb_env.data.jsonl_append import prepare_for_append
+from dynaweb_env.data.jsonl import CorruptRecordWarning, append_jsonl, iter_jsonl_lines
 from dynaweb_env.llm.base import SamplingParams
 
 from .policy import EXPERT_POLICY, LoadedPolicy, PolicyLoadError, load_policy
@@ -273,23 +273,23 @@ def load_partial_results(config: EvalConfig) -> dict[tuple[str, int], dict[str, 
     path = partial_results_path(config.output)
     if not path.is_file():
         return {}
-    lines = path.read_text(encoding="utf-8").splitlines()
-    try:
-        header = json.loads(lines[0]) if lines else None
-    except json.JSONDecodeError:
-        header = None
-    if header != _resume_header(config):
+    lines = iter_jsonl_lines(path, on_error="skip")
+    first = next(lines, None)
+    if first is None or first.number != 1 or first.record != _resume_header(config):
         raise ValueError(
             f"{path} holds episodes of another evaluation configuration than this one; delete it to start over "
             "or choose another --output"
         )
     records: dict[tuple[str, int], dict[str, Any]] = {}
-    for number, line in enumerate(lines[1:], start=2):
+    for line in lines:
         try:
-            record = json.loads(line)
-            records[(str(record["task_id"]), int(record["task_seed"]))] = record
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-            warnings.warn(f"{path}:{number}: corrupt episode record skipped; that episode runs again", stacklevel=2)
+            records[(str(line.record["task_id"]), int(line.record["task_seed"]))] = line.record
+        except (KeyError, TypeError, ValueError):
+            warnings.warn(
+                f"skipping corrupt record: {path}:{line.number}: no task_id and task_seed; that episode runs again",
+                CorruptRecordWarning,
+                stacklevel=2,
+            )
     return records
 
 
@@ -334,9 +334,8 @@ def evaluate_policy(
     done = load_partial_results(config)
     todo = [o for o in options if (o["task"], o["task_seed"]) not in done]
     partial = partial_results_path(output)
-    prepare_for_append(partial)  # an interrupted run may have cut the last record short
     if not partial.is_file():
-        partial.write_text(json.dumps(_resume_header(config)) + "\n", encoding="utf-8")
+        append_jsonl(partial, [_resume_header(config)])
     owns_env = vector_env is None and bool(todo)
     if owns_env:
         vector_env = make_real_vector_env(config, min(config.num_envs, len(todo)))
@@ -345,8 +344,7 @@ def evaluate_policy(
 
     def save(_: int, result: Any) -> None:
         record = fresh[(result.options["task"], result.options["task_seed"])] = episode_record(result)
-        with partial.open("a", encoding="utf-8") as stream:
-            stream.write(json.dumps(record, ensure_ascii=False) + "\n")
+        append_jsonl(partial, [record])  # an interrupted run may have cut the last record short: repaired first
 
     try:
         sampling = SamplingParams(

@@ -220,7 +220,7 @@ def test_interrupted_evaluation_resumes_where_it_stopped(tmp_path):
 
     with pytest.raises(ValueError, match="another evaluation configuration"):
         evaluate_policy(EvalConfig(**{**config.__dict__, "max_steps": 3}), show_progress=False)
-    with pytest.warns(UserWarning, match="corrupt episode record"):
+    with pytest.warns(UserWarning, match="corrupt record"):
         report = evaluate_policy(config, show_progress=False)
     assert report["resumed_episodes"] == 1 and report["rollout_stats"]["episodes"] == 2
     assert [e["task_seed"] for e in report["episodes"]] == [100, 101, 102]

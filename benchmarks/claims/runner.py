@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 import shlex
 import subprocess
@@ -119,8 +118,12 @@ def prepare_demonstrations(ctx: Context, echo: bool = True) -> None:
 
 def write_train_split(ctx: Context) -> None:
     """Write the train split of the shipped demonstrations: DynaWeb never sees held-out seeds."""
-    lines = [line for line in DEMONSTRATIONS.read_text().splitlines() if line.strip()]
-    train = "".join(line + "\n" for line in lines if json.loads(line).get("metadata", {}).get("split") == "train")
+    from dynaweb_env.data.jsonl import iter_jsonl_lines
+
+    lines = [
+        line for line in iter_jsonl_lines(DEMONSTRATIONS) if line.record.get("metadata", {}).get("split") == "train"
+    ]  # a bad line is skipped and named
+    train = "".join(f"{line.text.decode()}\n" for line in lines)
     if ctx.train_data.is_file() and ctx.train_data.read_text() == train:
         return  # unchanged: keep the file (and its timestamp) as the finished runs saw it
     ctx.train_data.parent.mkdir(parents=True, exist_ok=True)

@@ -1,11 +1,13 @@
 """Reading and writing trajectory files (JSONL) and converting them to Hugging Face datasets.
 
-A corrupt line never costs the rest of the file: :func:`read_trajectories` either skips it with a
+A corrupt line never costs the rest of the file: :func:`read_trajectories` reads through
+:mod:`~dynaweb_env.data.jsonl`, the project's one JSONL reader, and either skips a bad record with a
 warning naming the file and line (``on_error="skip"``, the default) or raises
-:class:`CorruptRecordError` naming them (``on_error="raise"``). Corrupt means: bytes that are not
-UTF-8, text that is not JSON (or nested too deeply to parse), or a record that breaks the schema
-(a NaN reward included). Writing appends whole lines and flushes, so an interrupted writer leaves
-at most one partial last line, which a later read skips.
+:class:`CorruptRecordError` naming them (``on_error="raise"``). Bad means what it means there (bytes that
+are not UTF-8, text that is not JSON or nested too deeply, NaN or Infinity, a line that is not an object,
+a cut xz stream) or a record that breaks the trajectory schema. Writing goes line by line, flushed;
+appending goes through :func:`~dynaweb_env.data.jsonl.append_jsonl`, which first repairs a last line an
+interrupted writer cut short.
 
 MiniWoB++ page URLs are stored portably and resolved for this machine on reading
 (:mod:`~dynaweb_env.data.urls`).
@@ -15,26 +17,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import lzma
 import os
-import warnings
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
 from . import urls
-from .schema import SchemaError, Step, Trajectory
+from .jsonl import CorruptRecordError, append_jsonl, dumps_record, iter_jsonl
+from .schema import Step, Trajectory
 from .urls import portable_urls, resolve_urls
 
 PathLike = str | os.PathLike[str]
-
-
-class CorruptRecordError(ValueError):
-    """A line of a trajectory file is not valid JSON or does not follow the schema."""
-
-    def __init__(self, path: PathLike, line_number: int, reason: str):
-        self.path, self.line_number, self.reason = str(path), line_number, reason
-        super().__init__(f"{path}:{line_number}: {reason}")
 
 
 def iter_trajectories(path: PathLike, on_error: Literal["skip", "raise"] = "skip") -> Iterator[Trajectory]:
@@ -48,27 +41,12 @@ def iter_trajectories(path: PathLike, on_error: Literal["skip", "raise"] = "skip
     Raises:
         FileNotFoundError: If ``path`` does not exist (with the path in the message).
     """
-    if on_error not in ("skip", "raise"):
-        raise ValueError(f"on_error must be 'skip' or 'raise', got {on_error!r}")
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"trajectory file not found: {path}")
     base = urls.miniwob_pages_url()  # once per file: it may look up the installed package
-    with lzma.open(path, "rb") if path.suffix == ".xz" else path.open("rb") as handle:
-        for line_number, raw in enumerate(handle, start=1):
-            try:
-                line = raw.decode("utf-8")
-                if not line.strip():
-                    continue
-                trajectory = Trajectory.from_dict(json.loads(line))
-            except (UnicodeDecodeError, json.JSONDecodeError, RecursionError, SchemaError) as error:
-                reason = "JSON nested too deeply to read" if isinstance(error, RecursionError) else str(error)
-                corrupt = CorruptRecordError(path, line_number, reason)
-                if on_error == "raise":
-                    raise corrupt from None
-                warnings.warn(f"skipping corrupt trajectory record: {corrupt}", stacklevel=2)
-                continue
-            yield _map_text(trajectory, lambda text: resolve_urls(text, base))
+    for trajectory in iter_jsonl(path, on_error, convert=Trajectory.from_dict):
+        yield _map_text(trajectory, lambda text: resolve_urls(text, base))
 
 
 def read_trajectories(
@@ -79,14 +57,27 @@ def read_trajectories(
 
 
 def write_trajectories(path: PathLike, trajectories: Iterable[Trajectory], append: bool = False) -> int:
-    """Write trajectories as JSONL (one flushed line each); returns how many were written."""
+    """Write trajectories as JSONL, one flushed line each; returns how many were written.
+
+    Args:
+        path: The file (its directory is created).
+        trajectories: The records.
+        append: Append (through :func:`~dynaweb_env.data.jsonl.append_jsonl`, which first repairs a last line
+            an interrupted writer cut short, and refuses a file that is not JSONL) instead of starting anew.
+
+    Raises:
+        ValueError: If a record holds NaN or Infinity (the records before it are written), or ``append`` and
+            ``path`` is not a JSONL file.
+    """
     path = Path(path)
+    records = (_map_text(trajectory, portable_urls).to_dict() for trajectory in trajectories)
+    if append:
+        return append_jsonl(path, records)
     path.parent.mkdir(parents=True, exist_ok=True)
     count = 0
-    with path.open("a" if append else "w", encoding="utf-8") as handle:
-        for trajectory in trajectories:
-            record = _map_text(trajectory, portable_urls).to_dict()
-            handle.write(json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n")
+    with path.open("wb") as handle:
+        for record in records:
+            handle.write(dumps_record(record))
             handle.flush()
             count += 1
     return count

@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import argparse
 import copy
-import os
 import sys
-import warnings
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +31,7 @@ from typing import Any, Literal
 
 from ..axtree import DEFAULT_DIFF_MAX_CHARS
 from ..data.io import iter_trajectories, write_trajectories
+from ..data.jsonl import prepare_for_append
 from ..data.schema import Trajectory
 from ..llm.base import SamplingParams
 from .teacher import TeacherLabeler, Transition, diff_label
@@ -157,25 +156,11 @@ class LabelRunSummary:
 
 
 def _existing_ids(path: Path) -> set[str]:
+    """Ids already labelled in ``path``, after repairing a last line an interrupted run cut short."""
     if not path.is_file():
         return set()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # a half-written last line of an interrupted run is expected
-        return {trajectory.id for trajectory in iter_trajectories(path, on_error="skip")}
-
-
-def _drop_partial_last_line(path: Path) -> None:
-    # An interrupted writer can leave half a record without its newline; appending after it would
-    # glue the next record onto it and lose both. The half record is relabelled (its id is not done).
-    if not path.is_file() or path.stat().st_size == 0:
-        return
-    with path.open("rb+") as handle:
-        handle.seek(-1, os.SEEK_END)
-        if handle.read(1) == b"\n":
-            return
-        handle.seek(0)
-        data = handle.read()
-        handle.truncate(data.rfind(b"\n") + 1)
+    prepare_for_append(path)  # a whole last record lacking its newline is kept; a cut-short one goes (relabelled)
+    return {trajectory.id for trajectory in iter_trajectories(path, on_error="skip")}
 
 
 def run_labelling(
@@ -198,7 +183,6 @@ def run_labelling(
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
     done = _existing_ids(output_path)
-    _drop_partial_last_line(output_path)
     summary = LabelRunSummary()
     pending = []
     for trajectory in iter_trajectories(input_path, on_error="skip"):
