@@ -10,6 +10,11 @@ import torch
 
 from dynaweb_env.llm.base import Generation, SamplingParams
 
+#: Static cache + ``torch.compile`` for the policy being trained, on the GPU path (``decoding_plan``). Off until
+#: measured: its LoRA weights change after every optimizer step and the model flips between train and eval, which
+#: the frozen world model and judge never do. ``benchmarks/gpu_throughput.py`` times the policy both ways.
+POLICY_COMPILE = False
+
 
 def require_vllm() -> None:
     """``ImportError`` saying what ``--use-vllm`` needs when vLLM is not installed (checked before any model loads).
@@ -73,7 +78,8 @@ def trainer_policy(trainer: Any, max_batch_size: int = 64) -> Iterator[Any]:
 
     The transformers path unwraps the model the way TRL does for its own generation (DeepSpeed
     ZeRO-3 parameters gathered, gradient checkpointing off) and wraps it, LoRA adapter included, in
-    :class:`~dynaweb_env.llm.transformers_backend.TransformersBackend`.
+    :class:`~dynaweb_env.llm.transformers_backend.TransformersBackend` (its own loop on a CPU, ``model.generate``
+    on a GPU, without ``torch.compile``: :data:`POLICY_COMPILE`).
     """
     from .engine_policy import engine_backend
 
@@ -101,7 +107,9 @@ def trainer_policy(trainer: Any, max_batch_size: int = 64) -> Iterator[Any]:
         stack.enter_context(torch.no_grad())
         if summon is not None:
             stack.enter_context(summon(trainer.model_wrapped, recurse=False))
-        yield TransformersBackend(model, tokenizer=trainer.processing_class, max_batch_size=max_batch_size)
+        yield TransformersBackend(
+            model, tokenizer=trainer.processing_class, max_batch_size=max_batch_size, compile=POLICY_COMPILE
+        )
 
 
-__all__ = ["VLLMPolicy", "require_vllm", "trainer_policy"]
+__all__ = ["POLICY_COMPILE", "VLLMPolicy", "require_vllm", "trainer_policy"]

@@ -37,13 +37,16 @@ TINY = [
 
 
 def test_presets_config_file_and_flags_layer(tmp_path):
-    assert {"cpu-small", "paper"} <= set(available_presets())
+    assert {"cpu-small", "gpu", "paper"} <= set(available_presets())
     default = parse_train_args([])
     assert (default.policy, default.use_peft, default.environment) == ("smollm2-135m", True, "dream")
     assert default.judge == TRAINED_JUDGE  # the preset's YAML names the shipped trained judge
     paper = parse_train_args(["--preset", "paper"])
     assert (paper.num_generations, paper.learning_rate, paper.temperature, paper.top_p) == (8, 1e-6, 0.7, 0.9)
     assert (paper.agent_max_steps, paper.dream_length, paper.expert_frac, paper.beta) == (10, 5, 0.5, 0.0)
+    gpu = parse_train_args(["--preset", "gpu"])  # one GPU, no vLLM: Table 3's group and horizon, LoRA
+    assert (gpu.num_generations, gpu.agent_max_steps, gpu.dream_length, gpu.use_vllm) == (8, 10, 5, False)
+    assert gpu.use_peft and gpu.gradient_checkpointing and paper.use_vllm
     config = tmp_path / "run.yaml"
     config.write_text("env: mix\nreal_frac: 0.25\nlearning_rate: 3.0e-5\ntasks: [miniwob.click-button]\n")
     args = parse_train_args(["--config", str(config), "--learning-rate", "1e-4", "--expert-frac", "0.3"])
