@@ -8,9 +8,12 @@ A model reference is one of
   (``base_model_name_or_path``, an embedded name or a local directory),
 - a training output directory: its newest *complete* ``checkpoint-*`` (see :func:`last_checkpoint`).
 
-A checkpoint is complete when ``trainer_state.json`` and the model's weights are in it: the
-Trainer writes ``trainer_state.json`` after the weights, so a run killed while writing
-``checkpoint-N`` leaves a directory without it, which resuming and loading skip.
+A checkpoint is complete when the model's weights are in it and its ``trainer_state.json`` parses.
+The Trainer writes ``trainer_state.json`` last, after the weights, and whole or not at all (a temporary
+file, fsync'd, then renamed: :mod:`~dynaweb_trainer.checkpoint_state`), so a run killed while writing
+``checkpoint-N`` leaves a directory without it, which resuming skips. A checkpoint whose state is there but
+does not parse (cut short before that rule, or damaged since) is skipped too, with a warning, and
+``--resume`` falls back to the complete checkpoint before it.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -35,18 +39,33 @@ class PolicyLoadError(FileNotFoundError):
     """A model reference names nothing loadable; the message says what was looked for."""
 
 
+def trainer_state_problem(directory: str | os.PathLike[str]) -> str | None:
+    """Why ``directory``'s ``trainer_state.json`` cannot be resumed from (``None`` when it parses as an object)."""
+    path = Path(directory) / TRAINER_STATE_FILE
+    if not path.is_file():
+        return f"no {TRAINER_STATE_FILE}"
+    try:
+        state = json.loads(path.read_bytes())
+    except (ValueError, RecursionError) as error:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        return f"{TRAINER_STATE_FILE} does not parse ({type(error).__name__}: {str(error)[:120]})"
+    if not isinstance(state, dict):
+        return f"{TRAINER_STATE_FILE} is not a JSON object"
+    return None
+
+
 def is_complete_checkpoint(directory: str | os.PathLike[str], resumable: bool = True) -> bool:
     """Whether ``directory`` holds a finished checkpoint.
 
     Args:
         directory: A ``checkpoint-N`` directory.
-        resumable: Require what resuming needs (``trainer_state.json``, written last, and the weights);
-            ``False`` requires only a loadable model (a config and the weights).
+        resumable: Require what resuming needs (the weights and a ``trainer_state.json``, written last, that
+            parses: see :func:`trainer_state_problem`); ``False`` requires only a loadable model (a config and
+            the weights).
     """
     directory = Path(directory)
     has_weights = any((directory / name).is_file() for name in WEIGHT_FILES)
     if resumable:
-        return has_weights and (directory / TRAINER_STATE_FILE).is_file()
+        return has_weights and trainer_state_problem(directory) is None
     has_config = (directory / "config.json").is_file() or (directory / "adapter_config.json").is_file()
     return has_weights and has_config
 
@@ -55,16 +74,23 @@ def last_checkpoint(output_dir: str | os.PathLike[str] | None, resumable: bool =
     """The newest complete ``checkpoint-*`` directory of ``output_dir`` (``None`` if there is none).
 
     Incomplete ones (a run killed while writing them) are skipped, so ``--resume`` falls back to the
-    checkpoint before. ``resumable=False`` asks only for a loadable model (see :func:`is_complete_checkpoint`).
+    checkpoint before; one whose ``trainer_state.json`` is there but does not parse is skipped with a warning
+    naming it. ``resumable=False`` asks only for a loadable model (see :func:`is_complete_checkpoint`).
     """
     if not output_dir or not Path(output_dir).is_dir():
         return None
     steps = []
     for child in Path(output_dir).iterdir():
         match = _CHECKPOINT_NAME.match(child.name)
-        if match and child.is_dir() and is_complete_checkpoint(child, resumable):
+        if match and child.is_dir():
             steps.append((int(match.group(1)), child))
-    return str(max(steps)[1]) if steps else None
+    for _, child in sorted(steps, reverse=True):
+        if is_complete_checkpoint(child, resumable):
+            return str(child)
+        problem = trainer_state_problem(child) if resumable else None
+        if problem is not None and (child / TRAINER_STATE_FILE).is_file():
+            warnings.warn(f"skipping checkpoint {child}: {problem}; falling back to an earlier one", stacklevel=2)
+    return None
 
 
 def checkpoint_step(checkpoint: str | os.PathLike[str] | None) -> int:
@@ -206,4 +232,5 @@ __all__ = [
     "last_checkpoint",
     "load_model_and_tokenizer",
     "resolve_checkpoint_dir",
+    "trainer_state_problem",
 ]

@@ -22,6 +22,7 @@ from trl import SFTConfig, SFTTrainer
 
 from dynaweb_env.data.schema import Trajectory
 
+from .checkpoint_state import AtomicTrainerState
 from .model_loading import last_checkpoint
 
 #: Label of tokens left out of the loss (PyTorch's cross-entropy ``ignore_index``).
@@ -216,6 +217,10 @@ class LabelledHeadSFTTrainer(SFTTrainer):
 
     #: Labelled positions scored per head call (bounds the ``(positions, vocab)`` logits in memory).
     head_chunk_tokens = 256
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.add_callback(AtomicTrainerState())  # every trainer_state.json whole or not at all
 
     def _scores_labels_only(self, model: Any, inputs: dict[str, Any], return_outputs: bool) -> bool:
         causal_lm = self.accelerator.unwrap_model(model)

@@ -30,6 +30,7 @@ from trl import GRPOTrainer
 from dynaweb_env.agent import policy_system_prompt
 from dynaweb_env.data.schema import Trajectory
 
+from .checkpoint_state import AtomicTrainerState
 from .config import GSPOConfig
 from .encoding import EpisodeEncoder
 from .expert_pool import ExpertPool, load_expert_trajectories
@@ -99,7 +100,7 @@ class DynaWebTrainer(GRPOTrainer):
             args=args,
             train_dataset=train_dataset,
             processing_class=processing_class,
-            callbacks=[self.clock, EnvStepCounter(), *(callbacks or [])],
+            callbacks=[self.clock, EnvStepCounter(), AtomicTrainerState(), *(callbacks or [])],
             peft_config=None if hasattr(model, "peft_config") else args.peft_config(),
             rollout_func=rollout,
         )
