@@ -254,8 +254,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
 
 def cli() -> None:
-    """Console entry point (``main`` returns its summary for callers; an exit status must not carry it)."""
-    main()
+    """Console entry point (``main`` returns its summary for callers; an exit status must not carry it).
+
+    Bad input (e.g. an ``--output`` that is not a JSONL file, which is never appended to) exits 2 with its message.
+    """
+    try:
+        main()
+    except ValueError as error:
+        print(f"dynaweb-dream-judge-data: error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":
