@@ -60,9 +60,10 @@ from dynaweb_env.world_model.consistency import (
 )
 from dynaweb_env.world_model.judge import JudgeStep
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/ is not a package
+if not __package__:  # run as a file, not with -m: import `benchmarks` from the repository root
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-from dream_rewards_guards import compare, start_state_of  # noqa: E402
+from benchmarks.dream_rewards_guards import compare, start_state_of  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "dream_consistency.json"

@@ -73,15 +73,14 @@ from tqdm.auto import tqdm
 import dynaweb_env  # noqa: F401  (registers the envs)
 from dynaweb_env.data.io import iter_trajectories
 from dynaweb_env.data.schema import Trajectory
-from dynaweb_env.data.shipped import split_of
-from dynaweb_env.data.start_states import builtin_start_states_path
+from dynaweb_env.data.shipped import EXPERT_TRAJECTORIES, split_of
 from dynaweb_env.envs.dream_guards import RewardGuards
 from dynaweb_env.models import DEFAULT_WORLD_MODEL, TRAINED_JUDGE
 
-# The re-dreaming parts live beside this script (benchmarks/ is not a package).
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+if not __package__:  # run as a file, not with -m: import `benchmarks` from the repository root
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-from dream_rewards_guards import (  # noqa: E402
+from benchmarks.dream_rewards_guards import (  # noqa: E402
     JUDGE_ONLY_FIELDS,
     compare,
     group_key,
@@ -139,7 +138,7 @@ def demonstration_dreams(count: int, path: Path | None = None) -> list[Trajector
     """
     dreams = []
     if path is None:
-        held_out = [t for t in iter_trajectories(builtin_start_states_path()) if t.metadata.get("split") == "test"]
+        held_out = [t for t in iter_trajectories(EXPERT_TRAJECTORIES) if t.metadata.get("split") == "test"]
     else:
         seeded = [t for t in iter_trajectories(path) if isinstance(t.metadata.get("seed"), int) and t.success]
         held_out = [t for t in seeded if split_of(t.metadata["seed"]) == "test"]
@@ -304,6 +303,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--world-model", default=DEFAULT_WORLD_MODEL, help="world model of re-dreams")
     parser.add_argument("--judge", default=TRAINED_JUDGE, help="judge of re-dreams")
+    parser.add_argument(
+        "--judge-max-new-tokens",
+        type=int,
+        default=None,
+        help="token budget of a re-dream's verdict (default: the env's)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="sampling seed of re-dreams")
     parser.add_argument(
         "--resume", action="store_true", help="reuse the replays already in --output (a stopped or earlier run)"
@@ -327,6 +332,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     demos = demonstration_dreams(args.demonstrations, args.demonstrations_file)
     dreams += [("demonstrations", dream) for dream in demos]
     models = {"world_model": args.world_model, "judge": args.judge, "max_new_tokens": args.world_model_max_new_tokens}
+    if args.judge_max_new_tokens is not None:
+        models["judge_max_new_tokens"] = args.judge_max_new_tokens
     command = shlex.join(["python", "benchmarks/dream_rewards.py", *(argv if argv is not None else sys.argv[1:])])
 
     def save(report: dict[str, Any]) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """Re-dreaming recorded dreams under reward guards, and scoring rewards against the real outcome.
 
-The parts of ``benchmarks/dream_rewards.py`` (see its docstring) that re-dream, re-judge and compare; a
-sibling module, not a package (``benchmarks/`` is a folder of scripts).
+The parts of ``benchmarks/dream_rewards.py`` (see its docstring) that re-dream, re-judge and compare, also used by
+``dream_consistency.py`` and ``judge_dream_scores.py``.
 """
 
 from __future__ import annotations

@@ -138,7 +138,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     reference = runs[REFERENCE]
     keys = ("valid", "f1", "strict_f1", "exact", "judge_accuracy", "judge_success_recall", "judge_failure_recall")
     report = {
-        "command": shlex.join(["python", sys.argv[0], *(argv if argv is not None else sys.argv[1:])]),
+        "command": shlex.join(
+            ["python", "benchmarks/engine_fidelity.py", *(argv if argv is not None else sys.argv[1:])]
+        ),
         "machine": {"platform": platform.platform(), "processor": platform.processor()},
         "world_model": args.world_model,
         "judge": args.judge,

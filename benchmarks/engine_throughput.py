@@ -42,8 +42,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from env_throughput import TimedBackend, bench_dream, dream_start_states
-
 from dynaweb_env.agent import policy_system_prompt
 from dynaweb_env.llm import make_backend
 from dynaweb_env.llm.base import SamplingParams
@@ -51,6 +49,11 @@ from dynaweb_env.llm.ct2_convert import DEFAULT_QUANTIZATION
 from dynaweb_env.models import DEFAULT_WORLD_MODEL
 from dynaweb_env.world_model import WebWorldModel, WorldModelRequest
 from dynaweb_env.world_model.model import DEFAULT_MAX_AXTREE_CHARS, DEFAULT_MAX_NEW_TOKENS
+
+if not __package__:  # run as a file, not with -m: import `benchmarks` from the repository root
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from benchmarks.env_throughput import TimedBackend, bench_dream, dream_start_states  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "engine_throughput.json"
 SECTIONS = (
@@ -132,19 +135,26 @@ def policy_prompts(tokenizer: Any, states) -> list:
 
 
 def dream_step(
-    world_model: str, states, actions, save_partial, workers: int = 1, quantization: str | None = None
+    world_model: str,
+    states,
+    actions,
+    save_partial,
+    workers: int = 1,
+    quantization: str | None = None,
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
 ) -> dict[str, Any]:
     """8 dreams batched vs one by one, for each engine (the engine first: its ratio is the goal), each pair
-    back to back so that the within-engine ratio sees the same load; ``save_partial`` after every run."""
+    back to back so that the within-engine ratio sees the same load; ``save_partial`` after every run.
+    ``max_new_tokens``: the world model's budget for a page."""
     result: dict[str, Any] = {name: {} for name in ENGINES}
     for name in ("ct2", "transformers"):
         backend = TimedBackend(engine_backend(name, world_model, workers, quantization))
         # Untimed warm-up: the first step through a backend pays one-time costs (the engine's first prefill of
         # the system prompt, whose state it then keeps; allocator warm-up), which otherwise fell on whichever
         # mode ran first: measured on the engine, 50 s one by one when first vs 31 s when second.
-        bench_dream(backend, states[:2], actions[:2], DEFAULT_MAX_NEW_TOKENS, batched=False)
+        bench_dream(backend, states[:2], actions[:2], max_new_tokens, batched=False)
         for key, batched in (("batched", True), ("one_by_one", False)):
-            result[name][key] = bench_dream(backend, states, actions, DEFAULT_MAX_NEW_TOKENS, batched=batched)
+            result[name][key] = bench_dream(backend, states, actions, max_new_tokens, batched=batched)
             save_partial(result)
         runs = result[name]
         runs["batched_over_one_by_one"] = round(runs["batched"]["seconds"] / runs["one_by_one"]["seconds"], 3)
@@ -175,9 +185,9 @@ def weight_sync_cost(policy: str, repeats: int) -> dict[str, Any]:
     from peft import LoraConfig, get_peft_model
 
     from dynaweb_trainer.engine_policy import EngineWeightSync
-    from dynaweb_trainer.trainer import load_policy
+    from dynaweb_trainer.model_loading import load_model_and_tokenizer
 
-    model, tokenizer = load_policy(policy)
+    model, tokenizer, _ = load_model_and_tokenizer(policy, trainable=True)  # as DynaWebTrainer loads its policy
     model = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, target_modules="all-linear", task_type="CAUSAL_LM"))
     trainer = SimpleNamespace(
         accelerator=SimpleNamespace(unwrap_model=lambda module: module), model=model, processing_class=tokenizer,
@@ -272,6 +282,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--single", type=int, default=4, help="of which measured one at a time (0: skip)")
     parser.add_argument("--new-tokens", type=int, default=96, help="new tokens per world-model prompt")
     parser.add_argument("--policy-tokens", type=int, default=64, help="new tokens per policy turn")
+    parser.add_argument(
+        "--dream-tokens", type=int, default=DEFAULT_MAX_NEW_TOKENS, help="world-model token budget of a dream step"
+    )
     parser.add_argument("--workers", type=int, default=1, help="CTranslate2 engine workers (CT2Backend workers)")
     parser.add_argument("--skip-dream", action="store_true", help="skip the 8-dream vector step")
     parser.add_argument("--skip-generate", action="store_true", help="skip the tokens/s sections")
@@ -283,7 +296,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--timeout", type=int, default=3600, help="seconds allowed per timed command")
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
-    command = shlex.join(["python", sys.argv[0], *(argv if argv is not None else sys.argv[1:])])
+    command = shlex.join(["python", "benchmarks/engine_throughput.py", *(argv if argv is not None else sys.argv[1:])])
     results: dict[str, Any] = json.loads(args.output.read_text()) if args.update and args.output.is_file() else {}
     results.update({
         "commands": [*results.get("commands", []), command],
@@ -309,7 +322,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             save()
 
         results["dream_vector_step"] = dream_step(
-            args.world_model, states[:8], actions[:8], save_partial, args.workers, args.quantization
+            args.world_model, states[:8], actions[:8], save_partial, args.workers, args.quantization, args.dream_tokens
         )
         save()
     if args.sync:

@@ -11,15 +11,19 @@ outcome, the share of SUCCESS verdicts that really succeed (precision) and of re
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from dream_rewards_guards import compare
-
 from dynaweb_env.world_model.judge import CUT_CASE
+
+if not __package__:  # run as a file, not with -m: import `benchmarks` from the repository root
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from benchmarks.dream_rewards_guards import compare  # noqa: E402
 
 
 def dream_scores(report: dict[str, Any]) -> dict[str, Any]:
@@ -45,17 +49,23 @@ def dream_scores(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    paths = list(argv if argv is not None else sys.argv[1:])
-    if not paths:
-        raise SystemExit("usage: python benchmarks/judge_dream_scores.py REPORT.json [...]")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("reports", nargs="+", help="dynaweb-eval-wm --judge-only reports (JSON)")
+    paths = parser.parse_args(argv).reports
     scores = {path: dream_scores(json.loads(Path(path).read_text())) for path in paths}
     for path, row in scores.items():
+        agreement, precision, recall = (_fmt(row[key]) for key in ("agreement", "precision", "recall"))
         print(
-            f"{path}: {row['dreams']} dreams, agreement {row['agreement']:.2f}, precision {row['precision']:.2f} "
-            f"({row['judged_success_real_success']} of {row['judged_success']}), recall {row['recall']:.2f}"
+            f"{path}: {row['dreams']} dreams, agreement {agreement}, precision {precision} "
+            f"({row['judged_success_real_success']} of {row['judged_success']}), recall {recall}"
         )
     print(json.dumps(scores, indent=1))
     return scores
+
+
+def _fmt(value: float | None) -> str:
+    """A score to two decimals; ``-`` where it is undefined (no SUCCESS verdict, or no real success)."""
+    return "-" if value is None else f"{value:.2f}"
 
 
 if __name__ == "__main__":

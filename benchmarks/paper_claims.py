@@ -116,11 +116,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-# This script's parts live beside it in benchmarks/claims/ (benchmarks/ is not a package).
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from dynaweb_env.models import TRAINED_JUDGE
+from dynaweb_trainer.evaluate import TASK_SUITES
 
-from claims.catalogue import EXPERIMENTS, Run, experiment_arms, plan  # noqa: E402
-from claims.jobs import (  # noqa: E402
+if not __package__:  # run as a file, not with -m: import `benchmarks` from the repository root
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from benchmarks.claims.catalogue import EXPERIMENTS, Run, experiment_arms, plan  # noqa: E402
+from benchmarks.claims.jobs import (  # noqa: E402
     BUDGETS,
     DEMONSTRATIONS,
     ROOT,
@@ -134,12 +137,15 @@ from claims.jobs import (  # noqa: E402
     train_seeds,
     write_json,
 )
-from claims.plots import plot  # noqa: E402
-from claims.runner import JobFailed, preflight, prepare_demonstrations, run_all, write_train_split  # noqa: E402
-from claims.statistics import aggregate  # noqa: E402
-
-from dynaweb_env.models import TRAINED_JUDGE  # noqa: E402
-from dynaweb_trainer.evaluate import TASK_SUITES  # noqa: E402
+from benchmarks.claims.plots import plot  # noqa: E402
+from benchmarks.claims.runner import (  # noqa: E402
+    JobFailed,
+    preflight,
+    prepare_demonstrations,
+    run_all,
+    write_train_split,
+)
+from benchmarks.claims.statistics import aggregate  # noqa: E402
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

@@ -45,14 +45,16 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-sys.path.insert(0, str(Path(__file__).parent))
-from env_throughput import TimedBackend, dream_start_states  # noqa: E402
+import dynaweb_env  # noqa: F401  (registers the envs)
+from dynaweb_env.llm import make_backend
+from dynaweb_env.llm.base import SamplingParams
+from dynaweb_env.llm.batching import BatchingBackend
+from dynaweb_env.world_model.model import WebWorldModel, WorldModelRequest
 
-import dynaweb_env  # noqa: E402,F401  (registers the envs)
-from dynaweb_env.llm import make_backend  # noqa: E402
-from dynaweb_env.llm.base import SamplingParams  # noqa: E402
-from dynaweb_env.llm.batching import BatchingBackend  # noqa: E402
-from dynaweb_env.world_model.model import WebWorldModel, WorldModelRequest  # noqa: E402
+if not __package__:  # run as a file, not with -m: import `benchmarks` from the repository root
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from benchmarks.env_throughput import TimedBackend, dream_start_states  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "thread_batching.json"
 
@@ -164,6 +166,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--steps", type=int, default=3, help="steps per dream (= dream_length)")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--world-model", default="smollm2-135m-wm")
+    parser.add_argument("--judge", default=None, help="judge of the dreams (default: DreamWeb-v0's)")
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--judge-max-new-tokens", type=int, default=32)
     parser.add_argument("--output", type=Path, default=RESULTS)
@@ -176,7 +179,7 @@ def main(argv: list[str] | None = None) -> dict:
         "max_new_tokens": args.max_new_tokens,
         "judge_max_new_tokens": args.judge_max_new_tokens,
         "dream_length": args.steps,
-    }
+    } | ({"judge": args.judge} if args.judge else {})
     off_main_thread(raw_generate, backend, states, actions, 8)  # warm-up: first-call costs out of the timings
     modes = {
         "vector": lambda: off_main_thread(run_vector, backend, states, actions, args.steps, env_kwargs),

@@ -1,19 +1,11 @@
-"""Import a script of ``benchmarks/`` (not a package) as a module, for its tests."""
+"""Import a script of ``benchmarks/`` (a package: the repository root must be on ``sys.path``), for its tests."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
+import importlib
 from types import ModuleType
-
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
 def load_benchmark(name: str) -> ModuleType:
-    """``benchmarks/<name>.py`` as the module ``name`` (registered, so its dataclasses resolve their module)."""
-    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    """``benchmarks/<name>.py`` as the module ``benchmarks.<name>`` (``name`` may be dotted: ``probes.engine_plan``)."""
+    return importlib.import_module(f"benchmarks.{name}")

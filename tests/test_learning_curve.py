@@ -58,7 +58,7 @@ def test_a_curve_point_is_recorded_once_its_checkpoint_is_saved(tmp_path, capsys
     """A second driver evaluates checkpoint 2 while the first still trains; the finished run then completes it."""
     import fcntl
 
-    from claims.runner import LOCK_FILE, run_all
+    from benchmarks.claims.runner import LOCK_FILE, run_all
 
     ctx = claims.make_context(claims.parse_args([*CURVE, *SHIPPED_DEMOS, "--runs-dir", str(tmp_path)]))
     claims.write_train_split(ctx)
@@ -98,7 +98,7 @@ def test_a_curve_point_is_recorded_once_its_checkpoint_is_saved(tmp_path, capsys
 def test_a_job_another_driver_is_running_is_left_for_later(tmp_path, capsys):
     import fcntl
 
-    from claims.runner import LOCK_FILE, run_all
+    from benchmarks.claims.runner import LOCK_FILE, run_all
 
     ctx = claims.make_context(claims.parse_args([*CURVE, *SHIPPED_DEMOS, "--runs-dir", str(tmp_path), "--skip-eval"]))
     claims.write_train_split(ctx)
@@ -217,7 +217,7 @@ def test_train_to_checkpoint_stops_a_run_at_its_point_and_the_next_point_resumes
 
 
 def test_world_model_real_steps_are_read_from_its_training_record():
-    from claims.statistics import world_model_transitions
+    from benchmarks.claims.statistics import world_model_transitions
 
     assert world_model_transitions("smollm2-135m-wm-patch") == 2521  # the large dataset's train split
     assert world_model_transitions("smollm2-135m-judge-dagger") is None  # a judge: not world-model transitions
@@ -226,7 +226,7 @@ def test_world_model_real_steps_are_read_from_its_training_record():
 
 
 def test_criteria_say_whether_reaching_gspo_is_beyond_the_spread_over_seeds():
-    from claims.statistics import learning_curve_criteria
+    from benchmarks.claims.statistics import learning_curve_criteria
 
     steps = {"total": 700, "sft_demonstrations": 681, "online_real": 0, "world_model_extra": 0}
 

@@ -157,7 +157,7 @@ def test_models_trained_on_the_demonstrations_are_a_job_of_the_dynaweb_runs_only
     assert shipped["dynaweb-seed0"].models is None
     assert shipped["dynaweb-seed0"].train.output_dir != dream.train.output_dir
     # Their data are the demonstrations, counted once, in the SFT start's steps: DynaWeb adds none.
-    from claims.statistics import env_steps  # importable once paper_claims is loaded (it adds benchmarks/)
+    from benchmarks.claims.statistics import env_steps
 
     steps = env_steps(dream, {"real_env_steps": 0, "expert_env_steps": 3}, ctx.train_data)
     assert (steps["world_model_extra"], steps["total"]) == (0, 67)

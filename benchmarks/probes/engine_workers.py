@@ -1,6 +1,6 @@
 """A ragged batch of world-model prompts on CTranslate2: one engine call, calls one after another, or side by side.
 
-    nice -n 15 python benchmarks/engine_workers.py                    # 4 dream prompts, 32 new tokens, 3 rounds
+    nice -n 15 python -m benchmarks.probes.engine_workers             # 4 dream prompts, 32 new tokens, 3 rounds
 
 CTranslate2 prefills a call's prompts only up to the shortest one (no left padding), so the backend splits
 a ragged batch into several engine calls (``plan_groups``). This measures, on the raw engine, the same
@@ -22,17 +22,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from engine_throughput import world_model_prompts
-from env_throughput import dream_start_states
-
 from dynaweb_env.llm.ct2_backend import CT2Backend, plan_groups
 
-RESULTS = Path(__file__).parent / "results" / "engine_workers.json"
+if not __package__:  # run as a file, not with -m: import `benchmarks` from the repository root
+    sys.path[0] = str(Path(__file__).resolve().parents[2])
+
+from benchmarks.engine_throughput import world_model_prompts  # noqa: E402
+from benchmarks.env_throughput import dream_start_states  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parents[1] / "results" / "engine_workers.json"
 
 
 def timed_calls(generator: Any, batches: list[list[list[str]]], new_tokens: int, asynchronous: bool) -> float:

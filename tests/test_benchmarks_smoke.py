@@ -1,0 +1,299 @@
+"""Every script in ``benchmarks/`` runs: each through its own command line at a tiny size, into a temporary directory.
+
+The scripts measure for minutes to hours; here each runs its real ``main(argv)`` with the ``tiny-random`` model, one
+task or start state and budgets of a few tokens, so a script that no longer matches the code it measures fails in
+``make test`` instead of when someone reruns it. ``benchmarks/results/`` is checked untouched after every test.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from dynaweb_env.data.io import read_trajectories, write_trajectories
+from dynaweb_env.data.shipped import EXPERT_TRAJECTORIES
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+TINY = "tiny-random"
+
+#: The scripts that import a sibling module, hence run as files through their ``if not __package__`` lines.
+SIBLING_IMPORTERS = (
+    "paper_claims",
+    "dream_rewards",
+    "dream_consistency",
+    "judge_dream_scores",
+    "engine_throughput",
+    "thread_batching",
+    "probes/engine_plan",
+    "probes/engine_workers",
+)
+
+
+def run_main(name: str, argv: list[str]):
+    """``benchmarks.<name>.main(argv)``, imported as the package module ``python -m benchmarks.<name>`` runs."""
+    from benchmark_scripts import load_benchmark
+
+    return load_benchmark(name).main(argv)
+
+
+@pytest.fixture(autouse=True)
+def results_untouched() -> Iterator[None]:
+    """Fail a test that wrote into ``benchmarks/results/`` (a smoke run must never replace a measurement)."""
+
+    def snapshot() -> dict[str, int]:
+        return {str(path): path.stat().st_mtime_ns for path in RESULTS.rglob("*") if path.is_file()}
+
+    before = snapshot()
+    yield
+    after = snapshot()
+    changed = sorted(path for path in before.keys() | after.keys() if before.get(path) != after.get(path))
+    assert not changed, f"the smoke run wrote into benchmarks/results/: {changed}"
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    """A JSONL of two shipped train-split expert trajectories of more than one action, for scripts that read data."""
+    path = tmp_path_factory.mktemp("data") / "two.jsonl"
+    chosen = [
+        t
+        for t in read_trajectories(EXPERT_TRAJECTORIES)
+        if t.metadata.get("split") == "train" and sum(bool(s.action) for s in t.steps) > 1
+    ]
+    write_trajectories(path, chosen[:2])
+    return path
+
+
+@pytest.mark.parametrize("name", SIBLING_IMPORTERS)
+def test_scripts_that_import_siblings_run_as_files_from_anywhere(name, tmp_path):
+    completed = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / f"{name}.py"), "--help"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    assert "usage:" in completed.stdout
+
+
+def test_modules_run_with_python_m(tmp_path):
+    completed = subprocess.run(
+        [sys.executable, "-m", "benchmarks.probes.engine_workers", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert completed.returncode == 0, completed.stderr[-2000:]
+
+
+def test_paper_claims_plans_every_experiment_and_aggregates_none(tmp_path, capsys):
+    """The driver and its parts in ``benchmarks/claims/``: every experiment planned, then an empty aggregation."""
+    from benchmark_scripts import load_benchmark
+
+    experiments = load_benchmark("paper_claims").EXPERIMENTS
+    common = ["--demonstrations", "shipped", "--policy", TINY, "--world-model", TINY, "--judge", TINY, "--seeds", "0"]
+    common += ["--runs-dir", str(tmp_path / "runs"), "--results-dir", str(tmp_path / "results")]
+    assert run_main("paper_claims", [*experiments, "--dry-run", *common]) == 0
+    planned = capsys.readouterr().out
+    assert "dynaweb-sft" in planned and "dynaweb-train" in planned
+    assert run_main("paper_claims", ["table1", "--aggregate-only", *common]) == 0
+    assert "no finished runs yet" in capsys.readouterr().out
+
+
+@pytest.mark.usefixtures("require_browser")
+def test_dream_rewards_replays_and_redreams_a_demonstration(tmp_path):
+    output = tmp_path / "dream_rewards.json"
+    argv = [
+        "--demonstrations",
+        "1",
+        "--guards",
+        "none",
+        "--world-model",
+        TINY,
+        "--judge",
+        TINY,
+        "--judge-max-new-tokens",
+        "4",
+    ]
+    argv += ["--world-model-max-new-tokens", "4", "--max-steps", "4", "--output", str(output)]
+    assert run_main("dream_rewards", argv) == 0
+    report = json.loads(output.read_text())
+    assert len(report["dreams"]) == 2  # the demonstration whole, and cut short
+    assert report["guards"]["none"]["compared"] == sum(row["replayed"] for row in report["dreams"]) > 0
+
+
+def test_dream_consistency_checks_real_pages_and_rescores_a_dream_report(tmp_path, data):
+    """A ``dream_rewards.py`` report of one dream (a shipped demonstration recorded as a dream), re-scored."""
+    from dataclasses import replace
+
+    demo = read_trajectories(data)[0]
+    start = {"task_id": demo.task_id, "goal": demo.goal, "url": demo.steps[0].url, "trajectory_id": demo.id}
+    start |= {"task_seed": demo.metadata.get("seed"), "step_index": 0}
+    dream = replace(demo, source="dream", metadata={"options": {"start_state": start}})
+    run = tmp_path / "run"
+    write_trajectories(run / "episodes.jsonl", [dream])
+    row = {"run": str(run), "id": dream.id, "task_id": dream.task_id, "dream_reward": 1.0, "real_reward": 1.0}
+    row |= {"replayed": True, "start_reproduced": True}
+    dreams = tmp_path / "dream_rewards.json"
+    dreams.write_text(json.dumps({"dreams": [row]}))
+    output = tmp_path / "dream_consistency.json"
+    report = run_main("dream_consistency", ["--dreams", str(dreams), "--judge", TINY, "--output", str(output)])
+    assert report["real"]["transitions"] > 0
+    assert report["dream_reports"][0]["settings"]["as_dreamed"]["compared"] == 1
+    assert json.loads(output.read_text())["judge"] == TINY
+
+
+def test_judge_dream_scores_scores_a_judge_only_report(tmp_path, data):
+    from dynaweb_trainer.evaluate_world_model import main as evaluate_world_models
+
+    report = tmp_path / "judge.json"
+    evaluate_world_models(["--world-models", TINY, "--judge-only", "--judge-max-new-tokens", "4", "--data",
+                           str(data), "--split", "all", "--output", str(report)])  # fmt: skip
+    scores = run_main("judge_dream_scores", [str(report)])
+    assert scores[str(report)]["dreams"] == 2  # the whole demonstrations; their cut copies are left out
+
+
+def test_merge_wm_evals_joins_two_shards(tmp_path, data):
+    from dynaweb_trainer.evaluate_world_model import main as evaluate_world_models
+
+    shards = [str(tmp_path / f"shard{k}.json") for k in (0, 1)]
+    for k, path in enumerate(shards):
+        argv = ["--world-models", "copy", "--no-judge", "--max-depth", "0", "--data", str(data), "--split", "all"]
+        evaluate_world_models([*argv, "--shard", f"{k}/2", "--output", path])
+    joined = run_main("merge_wm_evals", [*shards, "--output", str(tmp_path / "joined.json")])
+    assert joined["settings"]["shards"] == 2 and joined["trajectories"] == 2
+
+
+def test_heldout_snapshot_freezes_a_source(tmp_path, data):
+    argv = ["--sources", str(data), "--exclude-seeds", "--output", str(tmp_path / "heldout.jsonl")]
+    summary = run_main("heldout_snapshot", [*argv, "--summary", str(tmp_path / "heldout.json")])
+    assert summary["records"] == 2
+
+
+def test_engine_fidelity_compares_an_engine_with_the_reference(tmp_path):
+    argv = ["--world-model", TINY, "--judge", TINY, "--limit", "1", "--quantizations", "float32"]
+    argv += ["--max-new-tokens", "4", "--judge-max-new-tokens", "4", "--output", str(tmp_path / "fidelity.json")]
+    report = run_main("engine_fidelity", argv)
+    assert report["trajectories"] == 1 and "ct2-float32" in report["world_model_tokens"]
+
+
+def test_engine_throughput_times_every_section_and_a_weight_sync(tmp_path):
+    output = tmp_path / "engine_throughput.json"
+    argv = ["--world-model", TINY, "--policy", TINY, "--prompts", "2", "--single", "1", "--new-tokens", "2"]
+    argv += ["--policy-tokens", "2", "--dream-tokens", "2", "--sync", "1", "--output", str(output)]
+    results = run_main("engine_throughput", argv)
+    assert {"world_model_batched", "policy_batched", "dream_vector_step"} <= results.keys()
+    assert len(results["policy_weight_sync"]["seconds"]) == 1
+    assert output.with_suffix(".png").is_file()
+
+
+def test_env_throughput_dreams_batched_and_one_by_one(tmp_path):
+    output = tmp_path / "env_throughput.json"
+    run_main("env_throughput", ["--world-model", TINY, "--dream-tokens", "2", "--skip-real", "--output", str(output)])
+    results = json.loads(output.read_text())
+    assert results["dream_8_batched"]["num_envs"] == results["dream_8_sequential"]["num_envs"] == 8
+
+
+@pytest.mark.usefixtures("require_browser")
+def test_expert_success_plays_one_page(tmp_path):
+    output = tmp_path / "expert_success.json"
+    argv = ["--tasks", "miniwob.click-button", "--seeds", "0", "--num-envs", "1", "--output", str(output)]
+    assert run_main("expert_success", argv) == 0
+    assert json.loads(output.read_text())["summary"]["episodes"] == 1
+
+
+def test_memory_peak_plans_every_preset_without_running_one(tmp_path, capsys):
+    """Assumes ``--dry-run`` (each measured command built and printed, none run) and ``--output``."""
+    output = tmp_path / "memory_peak.json"
+    assert run_main("memory_peak", ["--dry-run", "--output", str(output)]) == 0
+    assert "cpu-small" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_memory_peak_measures_one_tiny_training_step(tmp_path):
+    """Assumes ``--output`` (so that the run leaves ``benchmarks/results/memory_peak.json`` alone); ~1.5 min."""
+    output = tmp_path / "memory_peak.json"
+    tiny = ["--policy", TINY, "--world-model", TINY, "--judge", TINY, "--num-generations", "2"]
+    tiny += ["--per-device-train-batch-size", "2", "--max-turn-tokens", "4", "--world-model-max-new-tokens", "4"]
+    argv = ["--presets", "cpu-small", "--output", str(output), "--timeout", "300", "--", *tiny]
+    assert run_main("memory_peak", argv) == 0
+    run = json.loads(output.read_text())["runs"]["after"]["cpu-small"]
+    assert run["status"] == "ok", run["output_tail"]
+    assert run["peak_tree_rss_gib"] > 0
+
+
+def test_prompt_compaction_counts_tokens_and_times_a_step(tmp_path, data):
+    argv = ["--model", TINY, "--examples", "1", "--time", "judge", "--variants", "paper-fp32", "compact-fp32"]
+    report = run_main("prompt_compaction", [*argv, "--data", str(data), "--output", str(tmp_path / "p.json")])
+    assert report["tokens_per_example"]["judge"]["compact_over_paper"] < 1
+    assert set(report["train_step"]["judge"]["mean_seconds_per_example"]) == {"paper-fp32", "compact-fp32"}
+
+
+def test_rollout_throughput_runs_dreams_batched_and_one_at_a_time(tmp_path):
+    argv = ["--env", "dream", "--episodes", "2", "--policy", TINY, "--world-model", TINY, "--max-steps", "1"]
+    argv += ["--max-turn-tokens", "4", "--world-model-max-new-tokens", "4", "--output", str(tmp_path / "r.json")]
+    result = run_main("rollout_throughput", argv)
+    assert result["batched"]["num_envs"] == 2 and result["sequential"]["num_envs"] == 1
+
+
+def test_thread_batching_runs_every_mode(tmp_path):
+    argv = ["--num-envs", "2", "--steps", "1", "--rounds", "1", "--world-model", TINY, "--judge", TINY]
+    argv += ["--max-new-tokens", "2", "--judge-max-new-tokens", "2", "--output", str(tmp_path / "t.json")]
+    result = run_main("thread_batching", argv)
+    assert set(result["median_seconds"]) == {"vector", "threads_batched", "threads_unbatched"}
+
+
+def test_world_model_modes_counts_oracle_tokens_and_evaluates(tmp_path):
+    argv = ["--tree-model", TINY, "--patch-model", "copy", "--base-model", "", "--limit", "1", "--max-depth", "0"]
+    argv += ["--max-new-tokens", "4", "--no-judge", "--output", str(tmp_path / "modes.json")]
+    report = run_main("world_model_modes", argv)
+    assert report["oracle"]["transitions"] > 0 and "comparison" in report
+    assert (tmp_path / "world_model_modes_eval.json").is_file()
+
+
+@pytest.mark.usefixtures("require_browser")
+def test_default_rewards_plays_one_task_really_and_in_a_dream(tmp_path):
+    output = tmp_path / "default_rewards.json"
+    env = {"world_model": TINY, "judge": TINY, "max_new_tokens": 4, "judge_max_new_tokens": 4}
+    argv = ["--tasks", "miniwob.click-button", "--env-kwargs", json.dumps(env), "--output", str(output)]
+    assert run_main("default_rewards", argv) == 0
+    assert json.loads(output.read_text())["overall"]
+
+
+def test_gpu_throughput_dry_run_on_the_cpu(tmp_path):
+    output = tmp_path / "gpu.json"
+    results = run_main("gpu_throughput", ["--dry-run", "--device", "cpu", "--output", str(output)])
+    assert results["device_type"] == "cpu" and "generation" in results
+    assert output.is_file()
+
+
+def test_engine_plan_probe_runs(tmp_path):
+    argv = ["--world-model", TINY, "--max-new-tokens", "2", "--dreams", "2", "--rounds", "1", "--expected", "64"]
+    result = run_main("probes.engine_plan", [*argv, "--output", str(tmp_path / "plan.json")])
+    assert len(result["seconds_by_expected_steps"]["64"]) == 1
+
+
+def test_engine_workers_probe_runs(tmp_path):
+    argv = ["--world-model", TINY, "--prompts", "0", "1", "--new-tokens", "2", "--rounds", "1"]
+    result = run_main("probes.engine_workers", [*argv, "--output", str(tmp_path / "workers.json")])
+    assert len(result["rounds"]) == 1
+
+
+def test_every_benchmark_script_has_a_smoke_test_here():
+    """A new script in ``benchmarks/`` (or ``benchmarks/probes/``) gets a test in this file that runs its ``main``."""
+    this_file = Path(__file__).read_text()
+    scripts = [
+        ".".join(path.relative_to(ROOT / "benchmarks").with_suffix("").parts)
+        for path in sorted((ROOT / "benchmarks").rglob("*.py"))
+        if path.name != "__init__.py" and "claims" not in path.parts and "def main(" in path.read_text()
+    ]
+    assert len(scripts) >= 17
+    untested = [name for name in scripts if f'run_main("{name}"' not in this_file]
+    assert not untested, f"no smoke test runs these benchmark scripts: {untested}"
