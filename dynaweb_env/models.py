@@ -29,8 +29,8 @@ onto their embedded base model, see :func:`adapter_base`):
 - ``smollm2-135m-judge-dagger``: the trajectory judge trained further on the dreams it misjudged (DAgger): from
   a grounded-prompt judge, on dreams of dreams-only training runs relabelled by their real replays, near-miss
   pages and real outcomes (:data:`~dynaweb_env.data.shipped.DREAMED_JUDGE_DATA_DIR`); prompted in the ``grounded``
-  style recorded beside it. The default judge (:data:`TRAINED_JUDGE`: ``--judge`` of ``dynaweb-train``'s
-  ``cpu-small`` preset, ``dynaweb-dream``, the paper's-claims benchmark).
+  style recorded beside it. The default judge everywhere (:data:`DEFAULT_JUDGE`: ``DreamWeb-v0``, ``dynaweb-train``,
+  ``dynaweb-dream``, ``dynaweb-serve``, the integrations, the paper's-claims benchmark).
 
 Preparing is idempotent and atomic: a model is written to a temporary directory and renamed into
 place only when complete, so an interrupted conversion never leaves a broken cache entry.
@@ -263,10 +263,14 @@ SHIPPED_ADAPTERS: dict[str, ShippedAdapter] = {
         "trajectory judge, DAgger: smollm2-135m-judge's successor retrained on replayed dreams it misjudged",
     ),
 }
-#: The shipped trained judge: what the ``cpu-small`` preset, ``dynaweb-dream`` and the paper's-claims
-#: benchmark judge dreams with (the prompted 135M model never says SUCCESS). On dreams replayed on their real
+#: The shipped trained judge (the prompted 135M model never says SUCCESS). On dreams replayed on their real
 #: pages it agrees with the real outcome far more often than ``smollm2-135m-judge`` (README, "DAgger round 2").
 TRAINED_JUDGE = "smollm2-135m-judge-dagger"
+#: The judge ``DreamWeb-v0`` (and every host built on it: ``make_vec``, ``dynaweb-train``, ``dynaweb-dream``,
+#: ``dynaweb-serve``, the integrations) uses when none is named: the trained judge. ``judge="world_model"`` makes
+#: the world model's own backend judge instead (the paper's one-LLM setting), which on real trajectories writes no
+#: verdict line on most cases and never says SUCCESS (issue 48).
+DEFAULT_JUDGE = TRAINED_JUDGE
 #: The world model ``DreamWeb-v0`` uses for each output mode when none is named.
 DEFAULT_WORLD_MODELS: dict[str, str] = {
     adapter.output_mode: name for name, adapter in SHIPPED_ADAPTERS.items() if adapter.output_mode

@@ -16,6 +16,8 @@ from typing import Any
 
 from trl import GRPOConfig
 
+from dynaweb_env.models import DEFAULT_JUDGE
+
 from .sft_base import LoraSettings
 
 #: Environments a run can train on.
@@ -49,7 +51,10 @@ class DreamEnvSettings:
     world_model_output_mode: str | None = field(
         default=None, metadata={"help": "World-model output: tree or patch (default: the world model's own)."}
     )
-    judge: str | None = field(default=None, metadata={"help": "Judge backend spec (default: the world model's)."})
+    judge: str | None = field(
+        default=DEFAULT_JUDGE,
+        metadata={"help": "Judge backend spec (default: the shipped trained judge; 'world_model': the world model's)."},
+    )
     world_model_temperature: float = field(default=0.7, metadata={"help": "World-model temperature (Table 3: 0.7)."})
     world_model_max_new_tokens: int = field(default=768, metadata={"help": "Token budget of one WM prediction."})
     judge_max_new_tokens: int = field(default=256, metadata={"help": "Token budget of one judge verdict."})
@@ -171,9 +176,10 @@ class GSPOConfig(GRPOConfig, DreamEnvSettings, LoraSettings):
         world_model_output_mode (`str` or `None`, *optional*, defaults to `None`):
             `"tree"` (the paper's full next tree) or `"patch"` (edits of the current tree); `None` is the
             world model's recorded mode (`"patch"` when no world model is named), else `"tree"`.
-        judge (`str` or `None`, *optional*, defaults to `None`):
-            Judge backend spec; `None` reuses the world model's backend (the paper's setting: one LLM). The
-            `cpu-small` preset sets the shipped trained judge `"smollm2-135m-judge-dagger"`.
+        judge (`str` or `None`, *optional*, defaults to `"smollm2-135m-judge-dagger"`):
+            Judge backend spec; the default is the shipped trained judge (`dynaweb_env.models.DEFAULT_JUDGE`, also
+            what `None` means). `"world_model"` reuses the world model's backend (the paper's setting: one LLM),
+            which writes no verdict on most dreams.
         world_model_temperature (`float`, *optional*, defaults to `0.7`):
             World-model sampling temperature (Table 3).
         world_model_max_new_tokens (`int`, *optional*, defaults to `768`):

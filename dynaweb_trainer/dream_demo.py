@@ -4,7 +4,7 @@
     dynaweb-dream --policy expert                   # the scripted expert acts: watch the world model answer
     dynaweb-dream --task miniwob.click-checkboxes --seed 3 --dream-length 4
     dynaweb-dream --policy outputs/dynaweb-gspo --world-model openai:wm@http://localhost:8000/v1
-    dynaweb-dream --judge world-model               # the world model's backend judges (DreamWeb-v0's default)
+    dynaweb-dream --judge world_model               # the world model's backend judges (the paper's one LLM)
 
 Each step prints the page the policy saw, its response, and the world model's predicted state
 changes; the episode ends with the judge's verdict. The policy-environment loop is
@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from dynaweb_env.data.start_states import load_start_states
-from dynaweb_env.envs.dream_setup import resolve_world_model
+from dynaweb_env.envs.dream_setup import resolve_judge, resolve_world_model
 from dynaweb_env.llm.base import SamplingParams
-from dynaweb_env.models import TRAINED_JUDGE
+from dynaweb_env.models import DEFAULT_JUDGE
 from dynaweb_env.observation import truncate_axtree
 
 from .config import DreamEnvSettings
@@ -49,10 +49,10 @@ class DreamDemoConfig(DreamEnvSettings):
 
     policy: str = field(default="smollm2-135m", metadata={"help": "Policy reference, as dynaweb-eval takes it."})
     judge: str | None = field(
-        default=TRAINED_JUDGE,
+        default=DEFAULT_JUDGE,
         metadata={
-            "help": "Judge backend spec (default: the shipped trained judge, as the cpu-small preset trains with; "
-            "'world-model' for the world model's own backend, DreamWeb-v0's default)."
+            "help": "Judge backend spec (default: the shipped trained judge, DreamWeb-v0's default; "
+            "'world_model' for the world model's own backend, the paper's one-LLM setting)."
         },
     )
     world_model_output_mode: str | None = field(
@@ -66,8 +66,6 @@ class DreamDemoConfig(DreamEnvSettings):
     max_axtree_chars: int = field(default=1500, metadata={"help": "Tree budget in prompts and in the printout."})
 
     def __post_init__(self) -> None:
-        if self.judge == "world-model":
-            self.judge = None
         self.validate_dream_settings()
 
 
@@ -90,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     policy = load_policy(args.policy)
     encoder = EpisodeEncoder(policy.tokenizer, max_axtree_chars=args.max_axtree_chars)
     world_model, output_mode = resolve_world_model(args.world_model, args.world_model_output_mode)
-    judge = args.judge or "world model"
+    judge = "the world model" if resolve_judge(args.judge) is None else resolve_judge(args.judge)
     print(f"policy {policy.name} | world model {world_model} ({output_mode} mode) | judge {judge}")
     print(f"task {start.task_id} (step {start.step_index} of a real trajectory)")
     result = run_episodes(

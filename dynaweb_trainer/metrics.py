@@ -24,6 +24,7 @@ def environment_reward(
     source: list[str] | None = None,
     num_steps: list[int] | None = None,
     world_model_errors: list[int] | None = None,
+    judge_error: list[bool] | None = None,
     rollout_stats: list[dict[str, float]] | None = None,
     log_metric: Callable[[str, float], None] | None = None,
     **kwargs: Any,
@@ -33,7 +34,9 @@ def environment_reward(
 
     ``env/success_rate`` (all slots), ``env/policy_success_rate`` (rollouts only),
     ``env/expert_share``, ``env/dream_steps`` and ``env/real_steps`` (mean policy turns),
-    ``env/wm_format_error_rate`` (malformed world-model outputs per dream step),
+    ``env/wm_format_error_rate`` (malformed world-model outputs per dream step), ``env/judge_error_rate`` (dreams
+    whose judge gave no verdict: no ``VERDICT`` line, the token limit, a backend failure; their reward 0 is no
+    verdict),
     ``rollout/policy_tokens_per_s``, ``rollout/env_steps_per_s`` and ``rollout/seconds``; with ``dream_resamples``,
     ``env/dream_groups_redreamed`` (flat dream groups dreamed again, all attempts) and ``env/dream_groups_resampled``
     (those replaced by a draw whose rewards differ).
@@ -57,6 +60,9 @@ def environment_reward(
         if dream_steps:
             errors = sum(world_model_errors[i] for i in range(count) if source[i] == "dream")
             log_metric("env/wm_format_error_rate", errors / dream_steps)
+        dreams = [i for i in range(count) if source[i] == "dream"]
+        if dreams and judge_error is not None:
+            log_metric("env/judge_error_rate", sum(bool(judge_error[i]) for i in dreams) / len(dreams))
         if rollout_stats:
             stats = rollout_stats[0]
             if stats.get("generate_seconds"):
@@ -76,6 +82,7 @@ _PROGRESS_KEYS = (
     ("env/expert_share", "expert"),
     ("env/dream_steps", "dream_len"),
     ("env/wm_format_error_rate", "wm_err"),
+    ("env/judge_error_rate", "judge_err"),
     ("rollout/policy_tokens_per_s", "tok/s"),
     ("loss", "loss"),
 )

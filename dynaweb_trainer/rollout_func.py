@@ -42,7 +42,8 @@ class DynaWebRollout:
     Returned keys besides ``prompt_ids``, ``completion_ids``, ``logprobs`` and ``env_mask`` (lists
     with one entry per prompt, reaching :func:`environment_reward`): ``reward``, ``success``,
     ``source`` (``dream``/``real``/``expert``), ``is_expert``, ``num_steps``,
-    ``world_model_errors``, ``end_reason``, ``task_id``, and ``rollout_stats`` (one dict).
+    ``world_model_errors``, ``judge_error`` (the dream's judge gave no verdict), ``end_reason``, ``task_id``, and
+    ``rollout_stats`` (one dict).
     """
 
     def __init__(
@@ -268,6 +269,7 @@ def rollout_output(results: Sequence[EpisodeResult], stats: RolloutStats) -> dic
         "is_expert": [result.source == "expert" for result in results],
         "num_steps": [result.num_steps for result in results],
         "world_model_errors": [result.world_model_errors for result in results],
+        "judge_error": [bool(result.final_info.get("judge_error")) for result in results],
         "end_reason": [result.end_reason for result in results],
         "task_id": [result.task_id for result in results],
         "rollout_stats": stats.to_dict(),

@@ -138,8 +138,8 @@ def test_bad_arguments_and_sharing():
 
 def test_dream_envs_on_threads_share_one_batch_per_step():
     # Real envs and a real (tiny random) model: three envs built from one spec share a queue.
-    kwargs = {"world_model": "tiny-random", "max_new_tokens": 8, "judge_max_new_tokens": 4, "dream_length": 2}
-    envs = [gym.make("DreamWeb-v0", **kwargs) for _ in range(3)]
+    kwargs = {"world_model": "tiny-random", "judge": "world_model", "max_new_tokens": 8, "judge_max_new_tokens": 4}
+    envs = [gym.make("DreamWeb-v0", dream_length=2, **kwargs) for _ in range(3)]
     backends = {id(env.unwrapped.dynamics.world_model.backend) for env in envs}
     assert len(backends) == 1
     batcher = envs[0].unwrapped.dynamics.world_model.backend
@@ -148,16 +148,16 @@ def test_dream_envs_on_threads_share_one_batch_per_step():
     def episode(index: int) -> list[bool]:
         env = envs[index]
         env.reset(seed=index, options={"task": "miniwob.click-button", "task_seed": 0})
-        judged = []
+        ended = []
         for _ in range(2):
             *_, info = env.step("click [13]")
-            judged.append(info["judged"])
-        return judged
+            ended.append(bool(info.get("end_reason")) and not info["judged"] and bool(info["judge_error"]))
+        return ended
 
     episode(0)  # loads the model once, alone
     batcher.batch_sizes.clear()
     results = _on_threads(episode, 3)
-    assert results == [[False, True]] * 3
+    assert results == [[False, True]] * 3  # the random judge was asked at the end and gave no verdict
     # Two world-model steps and one judge call per env: merged across the three threads.
     assert sum(batcher.batch_sizes) == 9 and max(batcher.batch_sizes) == 3
     assert len(batcher.batch_sizes) < 9

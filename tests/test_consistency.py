@@ -170,7 +170,8 @@ class InconsistentWorldModel:
 
 def form_dream(start_file, **guards) -> tuple[DreamWebEnv, InconsistentWorldModel]:  # noqa: F811
     backend = InconsistentWorldModel()
-    env = DreamWebEnv(world_model=backend, start_states=start_file, dream_length=3, reward_guards=guards)
+    env = DreamWebEnv(world_model=backend, judge="world_model", start_states=start_file, dream_length=3,
+                      reward_guards=guards)  # fmt: skip
     env.reset(seed=0, options={"task": "miniwob.enter-text", "task_seed": 3, "step_index": 0})
     return env, backend
 
@@ -221,7 +222,7 @@ class ForgetfulWorldModel:
 
 def test_guard_keep_typed_text_writes_the_typed_text_in(start_file):  # noqa: F811
     env = DreamWebEnv(
-        world_model=ForgetfulWorldModel(), start_states=start_file, dream_length=3,
+        world_model=ForgetfulWorldModel(), judge="world_model", start_states=start_file, dream_length=3,
         reward_guards={"keep_typed_text": True, "consistency": "cut"},
     )  # fmt: skip
     env.reset(seed=0, options={"task": "miniwob.enter-text", "task_seed": 3, "step_index": 0})

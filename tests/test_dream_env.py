@@ -108,6 +108,7 @@ class ScriptedBackend:
 
 
 def make_env(start_file, backend=None, **kwargs) -> DreamWebEnv:
+    kwargs.setdefault("judge", "world_model")  # the scripted backend plays the judge too
     return DreamWebEnv(world_model=backend or ScriptedBackend(), start_states=start_file, **kwargs)
 
 
@@ -370,7 +371,7 @@ def _rollout(env, seed: int, steps: int) -> list:
 
 def test_same_seed_and_greedy_give_the_same_rollout_on_a_real_model():
     # Shipped start states (the default), a real (tiny random) model, greedy world model.
-    kwargs = {"world_model": "tiny-random", "world_model_temperature": 0.0}
+    kwargs = {"world_model": "tiny-random", "judge": "world_model", "world_model_temperature": 0.0}
     kwargs |= {"max_new_tokens": 16, "judge_max_new_tokens": 8, "dream_length": 3}
     first = _rollout(gym.make("DreamWeb-v0", **kwargs), 11, 3)
     second = _rollout(gym.make("DreamWeb-v0", **kwargs), 11, 3)
@@ -383,7 +384,7 @@ def test_same_seed_and_greedy_give_the_same_rollout_on_a_real_model():
 
 
 def test_sampled_world_model_is_seeded_from_the_env():
-    env = gym.make("DreamWeb-v0", world_model="tiny-random", max_new_tokens=12)
+    env = gym.make("DreamWeb-v0", world_model="tiny-random", judge="world_model", max_new_tokens=12)
     changes = []
     for seed in (4, 4, 5):
         env.reset(seed=seed, options={"task": "miniwob.click-button", "task_seed": 0})
@@ -413,7 +414,7 @@ def test_finish_judges_a_running_dream_now_and_only_once(start_file):
 
 def test_finish_after_the_dream_ended_returns_its_verdict(start_file):
     backend = ScriptedBackend()
-    env = gym.make("DreamWeb-v0", world_model=backend, start_states=start_file)
+    env = gym.make("DreamWeb-v0", world_model=backend, judge="world_model", start_states=start_file)
     env.reset(seed=0, options={"task": "miniwob.click-button"})
     _, reward, terminated, _, info = env.step("stop [ONE]")
     assert terminated and reward == 1.0 and info["judged"] is True

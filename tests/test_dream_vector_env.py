@@ -95,8 +95,10 @@ def test_make_vec_builds_the_native_vector_env(start_file):
 
 def test_spaces_and_observations_match_gymnasiums_own_vectorization(start_file):
     backend = ScriptedBackend()
-    native = DreamWebVectorEnv(num_envs=3, world_model=backend, start_states=start_file)
-    sync = SyncVectorEnv([lambda: DreamWebEnv(world_model=backend, start_states=start_file)] * 3)
+    native = DreamWebVectorEnv(num_envs=3, world_model=backend, judge="world_model", start_states=start_file)
+    sync = SyncVectorEnv(
+        [lambda: DreamWebEnv(world_model=backend, judge="world_model", start_states=start_file)] * 3
+    )
     # AsyncVectorEnv builds its spaces exactly like SyncVectorEnv: batch_space of the single spaces.
     assert native.observation_space == sync.observation_space == batch_space(web_observation_space(), 3)
     assert native.action_space == sync.action_space == batch_space(web_action_space(), 3)
@@ -118,7 +120,9 @@ def test_spaces_and_observations_match_gymnasiums_own_vectorization(start_file):
 
 def test_one_world_model_call_and_one_judge_call_per_step(start_file):
     backend = ScriptedBackend()
-    envs = DreamWebVectorEnv(num_envs=4, world_model=backend, start_states=start_file, dream_length=2)
+    envs = DreamWebVectorEnv(
+        num_envs=4, world_model=backend, judge="world_model", start_states=start_file, dream_length=2
+    )
     envs.reset(seed=0)
     _, rewards, terminations, truncations, info = envs.step(["click [13]", "nonsense", "stop [ONE]", "click [14]"])
     # Malformed and stop actions are left out of the world-model batch; both ending dreams share one judge call.
@@ -131,7 +135,9 @@ def test_one_world_model_call_and_one_judge_call_per_step(start_file):
 
 def test_next_step_autoreset(start_file):
     backend = ScriptedBackend()
-    envs = DreamWebVectorEnv(num_envs=2, world_model=backend, start_states=start_file, dream_length=3)
+    envs = DreamWebVectorEnv(
+        num_envs=2, world_model=backend, judge="world_model", start_states=start_file, dream_length=3
+    )
     envs.reset(seed=1)
     observations, _, terminations, _, _ = envs.step(["stop [ONE]", "click [13]"])
     assert terminations.tolist() == [True, False] and observations["last_action"][0] == "stop [ONE]"
@@ -145,7 +151,9 @@ def test_next_step_autoreset(start_file):
 
 def test_disabled_autoreset_and_masked_reset_with_a_shared_start_state(start_file):
     backend = ScriptedBackend()
-    envs = DreamWebVectorEnv(num_envs=4, world_model=backend, start_states=start_file, autoreset_mode="Disabled")
+    envs = DreamWebVectorEnv(
+        num_envs=4, world_model=backend, judge="world_model", start_states=start_file, autoreset_mode="Disabled"
+    )
     envs.reset(seed=2)
     envs.step(["stop [ONE]", "click [13]", "stop [no]", "click [13]"])
     with pytest.raises(ValueError, match="has ended"):
@@ -173,6 +181,7 @@ def test_batched_step_on_a_real_model_makes_exactly_one_call(start_file):
         "DreamWeb-v0",
         num_envs=4,
         world_model=counting,
+        judge="world_model",
         start_states=start_file,
         max_new_tokens=8,
         judge_max_new_tokens=8,

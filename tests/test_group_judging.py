@@ -126,7 +126,8 @@ def test_group_judging_options_are_checked():
 
 
 def dream_vector_env(start_file, backend, **guards) -> DreamWebVectorEnv:  # noqa: F811
-    env = DreamWebVectorEnv(2, world_model=backend, start_states=start_file, dream_length=3, reward_guards=guards)
+    env = DreamWebVectorEnv(2, world_model=backend, judge="world_model", start_states=start_file, dream_length=3,
+                            reward_guards=guards)  # fmt: skip
     env.reset(seed=0, options={"task": "miniwob.click-button", "task_seed": 1})
     return env
 

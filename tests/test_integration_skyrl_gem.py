@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-ENV_KWARGS = {"world_model": "tiny-random", "max_new_tokens": 8, "judge_max_new_tokens": 4}
+ENV_KWARGS = {"world_model": "tiny-random", "judge": "world_model", "max_new_tokens": 8, "judge_max_new_tokens": 4}
 
 
 def test_skyrl_make_plays_a_dream_and_judges_it_at_max_turns():
@@ -21,8 +21,10 @@ def test_skyrl_make_plays_a_dream_and_judges_it_at_max_turns():
     assert "PREVIOUS ACTION: click [13]" in first["observations"][0]["content"]
     last = env.step("click [13]")  # SkyRL's turn cap comes before dream_length: judged now
     assert last["done"] is True and last["observations"] == []
-    assert last["metadata"]["judged"] is True and last["metadata"]["end_reason"] == "finish"
-    assert env.get_metrics()["judged"] == 1.0 and env.get_metrics()["steps"] == 2
+    assert last["metadata"]["end_reason"] == "finish"
+    # The random model judged and wrote no verdict: reported as such, in the metadata and in SkyRL's metrics.
+    assert last["metadata"]["judged"] is False and last["metadata"]["judge_error"]
+    assert env.get_metrics() == {"steps": 2, "reward": 0.0, "judged": 0.0, "judge_error": 1.0}
     env.close()
     with pytest.raises(ValueError, match="max_turns"):
         skyrl_gym.make("dynaweb", env_config=ENV_KWARGS, extras={"max_turns": 0})
@@ -46,7 +48,8 @@ def test_gem_make_plays_a_dream_and_make_vec_batches_its_threads():
     observation, reward, terminated, truncated, info = env.step(action)
     assert not (terminated or truncated) and info["judged"] is False
     observation, reward, terminated, truncated, info = env.step("click [13]")
-    assert truncated and info["judged"] and info["end_reason"] == "finish" and "episode has ended" in observation
+    assert truncated and info["end_reason"] == "finish" and "episode has ended" in observation
+    assert info["judged"] is False and info["judge_error"]  # the random judge gave no verdict
     env.close()
 
     # GEM's async vector env steps each env on its own thread: their world-model calls are merged.

@@ -18,7 +18,8 @@ from dynaweb_env.integrations.trl import (  # noqa: E402
 from dynaweb_env.models import CHATML_TEMPLATE, prepare_model  # noqa: E402
 from dynaweb_env.tool_calling import TOOL_CALLING_CHAT_TEMPLATE  # noqa: E402
 
-ENV_KWARGS = {"world_model": "tiny-random", "max_new_tokens": 8, "judge_max_new_tokens": 4, "dream_length": 2}
+ENV_KWARGS = {"world_model": "tiny-random", "judge": "world_model", "max_new_tokens": 8, "judge_max_new_tokens": 4,
+              "dream_length": 2}  # fmt: skip
 
 
 def test_embedded_template_supports_tools_and_renders_plain_chats_as_before():
@@ -69,7 +70,9 @@ def test_tools_act_on_the_dream_and_the_reward_is_a_verdict():
     tools.reset(task="miniwob.click-button", task_seed=0)
     tools.click("13")
     ended = tools.stop("ONE")
-    assert "The episode has ended (stop)" in ended and tools._episode.judged
+    assert "The episode has ended (stop)" in ended
+    # The random model wrote no verdict: the 0 is reported as none, not as a verdict.
+    assert not tools._episode.judged and tools._episode.info["judge_error"]
     with pytest.raises(ValueError, match="ended"):
         tools.click("13")
     with pytest.raises(ValueError, match="unknown task"):
@@ -122,6 +125,6 @@ def test_grpo_trainer_step_with_environment_factory(tmp_path):
     assert len(played) == 2
     for episode in played:
         # One click, then TRL's tool-call cap ended the rollout mid-dream: get_reward judged it then.
-        assert episode.num_steps == 1 and episode.done and episode.judged
+        assert episode.num_steps == 1 and episode.done and episode.info["judge_error"]  # asked; no verdict
         assert episode.info["end_reason"] == "finish" and episode.observation["last_action"] == "click [13]"
     assert json.dumps(logged)  # plain numbers

@@ -61,7 +61,8 @@ class GuardBackend:
 
 
 def dream(start_file, backend, **guards) -> DreamWebEnv:  # noqa: F811
-    env = DreamWebEnv(world_model=backend, start_states=start_file, dream_length=3, reward_guards=guards)
+    env = DreamWebEnv(world_model=backend, judge="world_model", start_states=start_file, dream_length=3,
+                      reward_guards=guards)  # fmt: skip
     env.reset(seed=0, options={"task": "miniwob.click-button", "task_seed": 1})
     return env
 
@@ -169,7 +170,9 @@ def test_a_terminal_page_the_judge_rejects_does_not_end_the_dream(start_file):  
 
 def test_vector_env_takes_the_same_guards(start_file):  # noqa: F811
     backend = GuardBackend(("FAILURE",))
-    env = DreamWebVectorEnv(2, world_model=backend, start_states=start_file, reward_guards={"gate_termination": True})
+    env = DreamWebVectorEnv(
+        2, world_model=backend, judge="world_model", start_states=start_file, reward_guards={"gate_termination": True}
+    )
     env.reset(seed=0, options={"task": "miniwob.click-button"})
     _, rewards, terminated, truncated, info = env.step(["click [14]", "click [13]"])
     assert terminated.tolist() == [False, False] and rewards.tolist() == [0.0, 0.0]
@@ -214,7 +217,7 @@ def test_trained_models_are_prompted_in_the_style_they_were_trained_on(tmp_path,
     (tmp_path / WORLD_MODEL_INFO_FILE).write_text(json.dumps({"output_mode": "tree", "prompt_style": "compact"}))
     assert model_prompt_style(tmp_path) == "compact"
     monkeypatch.setattr("dynaweb_env.llm.make_backend", lambda spec: GuardBackend())
-    dynamics = build_dynamics(str(tmp_path), None, 3, 0.7, 16, 16, 100, reward_guards={"judge_votes": 3})
+    dynamics = build_dynamics(str(tmp_path), "world_model", 3, 0.7, 16, 16, 100, reward_guards={"judge_votes": 3})
     assert dynamics.world_model.prompt_style == "compact" and dynamics.judge.prompt_style == "compact"
     assert dynamics.judge.votes == 3
     shipped = build_dynamics("smollm2-135m-wm", "smollm2-135m-judge", 3, 0.7, 16, 16, 100)

@@ -261,8 +261,9 @@ def test_dream_episodes_with_world_model_and_judge(tokenizer):
     from dynaweb_env.observation import axtree_element_ids
     from dynaweb_trainer.env_factory import make_vector_env
 
-    args = GSPOConfig(output_dir="/tmp/unused", world_model="tiny-random", world_model_max_new_tokens=12,
-                      judge_max_new_tokens=12, dream_length=2, agent_max_steps=3)  # fmt: skip
+    args = GSPOConfig(output_dir="/tmp/unused", world_model="tiny-random", judge="world_model",
+                      world_model_max_new_tokens=12, judge_max_new_tokens=12, dream_length=2,
+                      agent_max_steps=3)  # fmt: skip
     env = make_vector_env("dream", args, num_envs=3)
     states = load_start_states(include_intermediate=False)
     options = [{"start_state": states[0].to_dict()}] * 2 + [{"start_state": states[5].to_dict()}]

@@ -1,9 +1,10 @@
 """What ships with the package: its trajectory files, and the split rule they follow.
 
 Both files hold MiniWoB++ trajectories recorded on real pages with ``dynaweb-collect`` (see the
-README): ``miniwob_small.jsonl`` the scripted experts' demonstrations (also the dream start states
-and the expert-interleaving pool), ``miniwob_explore.jsonl`` the experts with random actions mixed in
-(failures included), which the world model also learns from.
+README): ``miniwob_small.jsonl`` the scripted experts' demonstrations (also the expert-interleaving pool),
+``miniwob_explore.jsonl`` the experts with random actions mixed in (failures included), which the world model
+also learns from. The dream start states are the experts of the large dataset's train split
+(:data:`~dynaweb_env.data.start_states.BUILTIN_START_STATES`, all 24 tasks).
 
 The split rule: task seeds ``4 mod 5`` (one in five) are the ``test`` split, the rest ``train``.
 Recorders write it into ``metadata["split"]``; trainers keep ``train``, evaluations ``test``.

@@ -6,13 +6,15 @@ into :class:`StartState` objects: step 0 of every trajectory, plus (with ``inclu
 every later step at which the recorded agent took an ordinary action. A final page (one whose action
 is ``stop`` or empty) is not a start state: the recorded episode was already over there.
 
-:func:`load_start_states` with no path reads the shipped set, ``dynaweb_env/data/builtin/
-miniwob_small.jsonl`` (expert trajectories recorded on real MiniWoB++ pages).
+:func:`load_start_states` with no path reads the shipped set: the scripted experts' trajectories of the large
+dataset's train split (``dynaweb_env/data/miniwob-large/train/expert.jsonl.xz``: all 24 MiniWoB++ tasks the shipped
+world model and judge learned, recorded on real pages). Loaded start states are kept per process (keyed by the
+file, its size and modification time, and the arguments), so building many envs reads each file once.
 """
 
 from __future__ import annotations
 
-import importlib.resources
+import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -23,9 +25,11 @@ import numpy as np
 from ..observation import action_target
 from .io import PathLike, read_trajectories
 from .schema import SchemaError, Trajectory
+from .shipped import LARGE_DATA_DIR
 
-#: The shipped start-state set (a file of trajectory records inside the package).
-BUILTIN_START_STATES = "miniwob_small.jsonl"
+#: The shipped start-state set (a file of trajectory records inside the package, relative to the data directory):
+#: the experts of the large dataset's train split, every task the shipped world model learned.
+BUILTIN_START_STATES = "miniwob-large/train/expert.jsonl.xz"
 
 
 @dataclass
@@ -157,7 +161,7 @@ def sample_start_state(states: Sequence[StartState], rng: np.random.Generator) -
 
 def builtin_start_states_path() -> Path:
     """Path of the shipped start-state file (it may not exist in a partial checkout)."""
-    return Path(str(importlib.resources.files("dynaweb_env.data") / "builtin" / BUILTIN_START_STATES))
+    return LARGE_DATA_DIR.parent / BUILTIN_START_STATES
 
 
 def load_start_states(
@@ -165,10 +169,14 @@ def load_start_states(
     include_intermediate: bool = True,
     split: str | None = None,
 ) -> list[StartState]:
-    """Load start states from a trajectory file (JSONL), a directory of them, or the shipped set.
+    """Load start states from a trajectory file (JSONL, or xz-compressed JSONL), a directory of them, or the
+    shipped set.
+
+    A file is read once per process for each set of arguments (until it changes on disk); each call returns a
+    new list of the same :class:`StartState` objects, which callers must not modify.
 
     Args:
-        path: A ``.jsonl`` file of trajectory records or a directory of such files; ``None`` for
+        path: A ``.jsonl`` / ``.jsonl.xz`` file of trajectory records or a directory of such files; ``None`` for
             the shipped :data:`BUILTIN_START_STATES`.
         include_intermediate: See :func:`start_states_from_trajectories`.
         split: See :func:`start_states_from_trajectories`.
@@ -177,13 +185,23 @@ def load_start_states(
         FileNotFoundError: If the file does not exist.
         ValueError: If it holds no usable start state.
     """
-    source = builtin_start_states_path() if path is None else Path(path)
+    source = (builtin_start_states_path() if path is None else Path(path).expanduser()).resolve()
     if not source.exists():
         raise FileNotFoundError(f"start-state file not found: {source}")
+    files = sorted([*source.glob("*.jsonl"), *source.glob("*.jsonl.xz")]) if source.is_dir() else [source]
+    stamp = tuple((str(file), file.stat().st_size, file.stat().st_mtime_ns) for file in files)
+    return list(_load_cached(str(source), stamp, bool(include_intermediate), split))
+
+
+@functools.lru_cache(maxsize=16)
+def _load_cached(
+    source: str, stamp: tuple[tuple[str, int, int], ...], include_intermediate: bool, split: str | None
+) -> tuple[StartState, ...]:
+    """The start states of ``source`` (``stamp``: its files' sizes and times, so a changed file is read again)."""
     states = start_states_from_trajectories(read_trajectories(source), include_intermediate, split)
     if not states:
         raise ValueError(f"no start states in {source}" + (f" for split {split!r}" if split is not None else ""))
-    return states
+    return tuple(states)
 
 
 __all__ = [

@@ -185,9 +185,14 @@ class RewardGuards:
         return False
 
     def reward_of(self, verdict: JudgeVerdict, uncertain_steps: int, info: dict[str, Any]) -> float:
-        """A judged dream's reward under the guards; its verdict (and votes, uncertain steps) go into ``info``."""
+        """A judged dream's reward under the guards; its verdict (and votes, uncertain steps) go into ``info``.
+
+        A judge output without a readable verdict (no ``VERDICT`` line, the token limit hit) is no verdict: the
+        reward is 0, ``info["judged"]`` is ``False`` and ``info["judge_error"]`` says why.
+        """
         # judge_reward: the verdict before any guard, so a record shows what each guard changed.
         info.update(judge_reasoning=verdict.reasoning, judge_error=verdict.error or "", judge_reward=verdict.reward)
+        info["judged"] = verdict.error is None
         if verdict.votes:
             info.update(judge_abstained=verdict.abstained, judge_votes=list(verdict.votes))
         if uncertain_steps:
@@ -273,7 +278,7 @@ def score_groups(
             score = scores.scores[index]
             update = {
                 "judge_pending": False,
-                "judged": True,
+                "judged": scores.error is None,  # an unreadable group judgement is no verdict
                 "group_score": score,
                 "group_rank": scores.ranks[index],
                 "group_size": len(waiting),

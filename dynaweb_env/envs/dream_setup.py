@@ -22,6 +22,9 @@ from .dream_guards import RewardGuards, with_retries, with_votes
 if TYPE_CHECKING:
     from .dream import DreamDynamics
 
+#: The ``judge`` that makes the world model's own backend judge (the paper's one-LLM setting), in its prompt style.
+WORLD_MODEL_JUDGE = "world_model"
+
 
 def validate_dream_kwargs(
     dream_length: int, max_new_tokens: int, judge_max_new_tokens: int, temperature: float, max_axtree_chars: int
@@ -63,6 +66,21 @@ def resolve_world_model(
     if own_mode is not None and output_mode is not None and own_mode != output_mode:
         raise ValueError(f"world model {world_model!r} writes output_mode={own_mode!r}, not {output_mode!r}")
     return world_model, own_mode or output_mode or "tree"
+
+
+def resolve_judge(
+    judge: str | dict | GenerationBackend | TrajectoryJudge | None,
+) -> str | dict | GenerationBackend | TrajectoryJudge | None:
+    """The judge a dream env uses, given what the user named: ``None`` is
+    :data:`~dynaweb_env.models.DEFAULT_JUDGE` (the shipped trained judge); :data:`WORLD_MODEL_JUDGE`
+    (``"world_model"``, also spelled ``"world-model"``) gives ``None``: the world model's backend judges."""
+    from ..models import DEFAULT_JUDGE
+
+    if judge is None:
+        return DEFAULT_JUDGE
+    if isinstance(judge, str) and judge.strip().replace("-", "_") == WORLD_MODEL_JUDGE:
+        return None
+    return judge
 
 
 def load_task_start_states(start_states: str | None, tasks: Sequence[str] | None, include_intermediate: bool):
@@ -131,6 +149,7 @@ def build_dynamics(
 
     validate_dream_kwargs(dream_length, max_new_tokens, judge_max_new_tokens, world_model_temperature, max_axtree_chars)
     world_model, output_mode = resolve_world_model(world_model, output_mode)
+    judge = resolve_judge(judge)
     guards = RewardGuards.parse(reward_guards)
 
     for spec in (world_model, judge):
@@ -163,7 +182,7 @@ def build_dynamics(
         if isinstance(judge, TrajectoryJudge):
             return with_votes(judge, guards)
         sampling = SamplingParams(temperature=0.0, max_new_tokens=judge_max_new_tokens)
-        if judge is None:  # the world model's backend judges, in the world model's prompt style
+        if judge is None:  # "world_model": the world model's backend judges, in the world model's prompt style
             judge_backend, style = dynamics.world_model.backend, dynamics.world_model.prompt_style
         else:
             judge_backend, style = backend(judge), model_prompt_style(judge)
@@ -179,9 +198,11 @@ def build_dynamics(
 
 
 __all__ = [
+    "WORLD_MODEL_JUDGE",
     "build_dynamics",
     "choose_start_state",
     "load_task_start_states",
+    "resolve_judge",
     "resolve_world_model",
     "validate_dream_kwargs",
 ]

@@ -75,7 +75,8 @@ class WebEpisode:
         info: The latest ``info``.
         reward: The episode's return so far (the verdict once a dream has ended).
         done: Whether the episode has ended.
-        judged: Whether ``reward`` is a dream's verdict.
+        judged: Whether ``reward`` is a dream's verdict (``False`` while it runs, for a real episode, and for a
+            dream whose judge gave no verdict: then ``info["judge_error"]`` says why).
     """
 
     def __init__(self, env_id: str = "DreamWeb-v0", **env_kwargs: Any):
@@ -141,5 +142,6 @@ def episode_summary(episode: WebEpisode) -> dict[str, Any]:
         "reward": episode.reward,
         "done": episode.done,
         "judged": episode.judged,
+        "judge_error": str(episode.info.get("judge_error", "")),
         "end_reason": episode.info.get("end_reason", ""),
     }

@@ -106,8 +106,12 @@ class DynaWebTextEnv(BaseTextEnv):
         return BaseTextEnvStepOutput(observations=messages, reward=reward, done=episode.done, metadata=metadata)
 
     def get_metrics(self) -> dict[str, Any]:
+        """``steps``, ``reward``, ``judged`` (1.0: the reward is a dream's verdict) and ``judge_error`` (1.0: the
+        dream ended and its judge gave no verdict, so its reward 0 is none)."""
         summary = episode_summary(self._episode)
-        return {"steps": summary["steps"], "reward": summary["reward"], "judged": float(summary["judged"])}
+        judge_error = float(bool(summary["judge_error"]))
+        return {"steps": summary["steps"], "reward": summary["reward"], "judged": float(summary["judged"]),
+                "judge_error": judge_error}  # fmt: skip
 
     def close(self) -> None:
         self._episode.close()

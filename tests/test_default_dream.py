@@ -1,0 +1,156 @@
+"""DreamWeb-v0's defaults (issue 48): the trained judge, start states of every task, an honest ``judged``, and one
+load per model per process."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+
+import gymnasium as gym
+import pytest
+
+import dynaweb_env  # noqa: F401  (registers the envs)
+from dynaweb_env.data.shipped import LARGE_DATA_DIR
+from dynaweb_env.data.start_states import load_start_states
+from dynaweb_env.envs.dream import DreamWebEnv
+from dynaweb_env.envs.dream_setup import WORLD_MODEL_JUDGE, build_dynamics, resolve_judge
+from dynaweb_env.llm import make_backend
+from dynaweb_env.llm.base import Generation
+from dynaweb_env.models import DEFAULT_JUDGE, TRAINED_JUDGE, model_prompt_style
+
+TREE = "RootWebArea 'Click Button Task', focused\n\t[13] button 'ONE'\n\t[14] button 'TWO'"
+
+
+# --- the trained judge is the default ------------------------------------------------------------------
+
+
+def test_the_trained_judge_is_the_default_and_the_world_model_judges_only_by_name():
+    assert DEFAULT_JUDGE == TRAINED_JUDGE == resolve_judge(None)
+    assert resolve_judge(WORLD_MODEL_JUDGE) is None and resolve_judge("world-model") is None
+    assert resolve_judge("smollm2-135m-judge") == "smollm2-135m-judge"
+
+
+def test_every_host_defaults_to_the_trained_judge(monkeypatch):
+    from dynaweb_trainer.config import GSPOConfig
+    from dynaweb_trainer.dream_demo import DreamDemoConfig
+
+    assert GSPOConfig(output_dir="/tmp/unused").judge == DEFAULT_JUDGE
+    assert DreamDemoConfig().judge == DEFAULT_JUDGE
+    # gym.make, make_vec and every integration (they call gym.make without a judge): the judge is built from
+    # DEFAULT_JUDGE, prompted in its own style. The backend is recorded instead of loaded (the specs are the point).
+    built = []
+    monkeypatch.setattr("dynaweb_env.llm.make_backend", lambda spec, **kw: built.append(spec) or _Verdicts())
+    for env in (gym.make("DreamWeb-v0").unwrapped, gym.make_vec("DreamWeb-v0", num_envs=2)):
+        judge = env.dynamics.judge
+        assert built[-1] == DEFAULT_JUDGE and judge.prompt_style == model_prompt_style(DEFAULT_JUDGE) == "grounded"
+    assert build_dynamics(None, "world_model", 3, 0.7, 16, 16, 100).judge.backend is not None
+    assert built[-1] == "smollm2-135m-wm-patch"  # "world_model": the world model's backend judges
+
+
+# --- an honest judged --------------------------------------------------------------------------------------
+
+
+class _Verdicts:
+    """World model: the page unchanged. Judge: ``texts`` in turn (``"VERDICT: SUCCESS"`` by default)."""
+
+    def __init__(self, *texts: str):
+        self.texts = list(texts)
+
+    def generate(self, conversations, params):
+        out = []
+        for conversation in conversations:
+            if "VERDICT" in conversation[0]["content"]:
+                text = self.texts.pop(0) if self.texts else "VERDICT: SUCCESS"
+                out.append(Generation(text, finish_reason="length" if text.endswith("...") else "stop"))
+            else:
+                out.append(Generation(f"[Web state changes]\nnothing\n[Next page accessibility tree]\n{TREE}"))
+        return out
+
+
+@pytest.fixture()
+def start_file(tmp_path):
+    from dynaweb_env.data.io import write_trajectories
+    from dynaweb_env.data.schema import Step, Trajectory
+
+    steps = [Step("file:///click.html", TREE, "click [13]"), Step("file:///click.html", TREE, "")]
+    trajectory = Trajectory("t", "miniwob.click-button", 'Click "ONE".', "expert", steps, True, 1.0)
+    write_trajectories(tmp_path / "start.jsonl", [trajectory])
+    return str(tmp_path / "start.jsonl")
+
+
+def test_a_judge_output_without_a_verdict_is_reported_as_none(start_file):
+    backend = _Verdicts("I think the agent clicked...", "VERDICT: FAILURE")
+    env = DreamWebEnv(world_model=backend, judge=backend, start_states=start_file)
+    env.reset(seed=0)
+    _, reward, terminated, _, info = env.step("stop [ONE]")
+    assert terminated and reward == 0.0 and info["judged"] is False
+    assert info["judge_error"].startswith("no 'VERDICT") and "token limit" in info["judge_error"]
+    env.reset(seed=0)
+    _, reward, _, _, info = env.step("stop [ONE]")
+    assert reward == 0.0 and info["judged"] is True and info["judge_error"] == ""  # a verdict of 0
+
+
+def test_training_metrics_count_dreams_without_a_verdict():
+    from dynaweb_trainer.metrics import environment_reward
+
+    logged = {}
+    environment_reward(
+        prompts=[""] * 4, completions=[""] * 4, reward=[0.0, 1.0, 0.0, 1.0],
+        source=["dream", "dream", "dream", "expert"], judge_error=[True, False, False, False],
+        log_metric=logged.__setitem__,
+    )  # fmt: skip
+    assert logged["env/judge_error_rate"] == pytest.approx(1 / 3)  # of the dreams only
+
+
+# --- start states of every task, read once ---------------------------------------------------------------
+
+
+def test_default_start_states_cover_every_task_the_world_model_learned():
+    tasks = json.loads((LARGE_DATA_DIR / "MANIFEST.json").read_text())["tasks"]
+    states = load_start_states()
+    assert sorted({state.task_id for state in states}) == sorted(tasks) and len(tasks) == 24
+    assert {state.task_seed % 5 for state in states} == {0, 1, 2}  # the train split only
+    again = load_start_states()
+    assert again == states and again is not states and again[0] is states[0]  # read once per process
+    env = gym.make("DreamWeb-v0", tasks=["miniwob.use-autocomplete"]).unwrapped
+    assert env.start_states[0] is next(s for s in states if s.task_id == "miniwob.use-autocomplete")
+
+
+# --- one load per model per process ---------------------------------------------------------------------
+
+
+def _rss_gb() -> float:
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**30
+
+
+def test_make_backend_builds_a_spec_once_across_threads():
+    results = []
+
+    def build():
+        results.append(make_backend("tiny-random"))
+
+    threads = [threading.Thread(target=build) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    built = {id(backend) for backend in results}
+    assert len(built) == 1 and make_backend("tiny-random") is results[0]
+    assert make_backend("tiny-random", cache=False) is not results[0]
+
+
+def test_more_envs_reuse_the_loaded_models():
+    """Ten envs built in one process load each model once: same backend objects, RSS within 0.25 GB of one env's.
+
+    ``smollm2-135m`` (a 0.5 GB float32 model): a second load of it would show in the RSS."""
+    kwargs = {"world_model": "smollm2-135m", "judge": "smollm2-135m", "tasks": ["miniwob.click-button"]}
+    first = gym.make("DreamWeb-v0", **kwargs).unwrapped
+    models = (first.dynamics.world_model.backend, first.dynamics.judge.backend)
+    after_one = _rss_gb()
+    envs = [gym.make("DreamWeb-v0", **kwargs).unwrapped for _ in range(9)]
+    for env in envs:
+        assert (env.dynamics.world_model.backend, env.dynamics.judge.backend) == models
+    assert models[0] is models[1]  # one spec, one model: the world model's and the judge's
+    assert _rss_gb() - after_one < 0.25
