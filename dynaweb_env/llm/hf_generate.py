@@ -40,6 +40,9 @@ from .base import Generation, SamplingParams, cut_at_repeated_line
 #: The repeated-line rule decodes the batch every this many tokens (a row may run this many tokens past its
 #: repeated line before it stops; it is cut back to the line exactly).
 REPEATED_LINE_CHECK_EVERY = 16
+#: A compiled batch's prompt width is left-padded up to a multiple of this many tokens, so that the static cache
+#: (prompt width + new tokens) takes few sizes, each one compiled graph.
+COMPILED_WIDTH_STEP = 256
 
 
 class SamplingLogprobs(LogitsProcessor):
@@ -145,7 +148,8 @@ def generate_rows(
         params: How to sample.
         eos_ids: Tokens that end a sequence.
         pad_id: The padding token.
-        compile: Use a static cache with ``torch.compile``; the batch is then padded to :func:`bucket_rows` rows.
+        compile: Use a static cache with ``torch.compile``; the batch is then padded to :func:`bucket_rows` rows and
+            its width to a multiple of :data:`COMPILED_WIDTH_STEP`.
         max_rows: The largest batch (the cap of :func:`bucket_rows`).
 
     Returns:
@@ -155,6 +159,8 @@ def generate_rows(
     rows = bucket_rows(len(prompts), max_rows) if compile else len(prompts)
     padded = prompts + [prompts[-1]] * (rows - len(prompts))  # filler rows for a compiled batch size
     width = max(len(ids) for ids in padded)
+    if compile:
+        width = -(-width // COMPILED_WIDTH_STEP) * COMPILED_WIDTH_STEP
     input_ids = torch.full((rows, width), pad_id, dtype=torch.long)
     attention_mask = torch.zeros((rows, width), dtype=torch.long)
     for row, ids in enumerate(padded):
@@ -227,6 +233,7 @@ def finished_row(
 
 
 __all__ = [
+    "COMPILED_WIDTH_STEP",
     "REPEATED_LINE_CHECK_EVERY",
     "RepeatedLineStop",
     "SamplingLogprobs",
