@@ -23,15 +23,10 @@ RESULTS = ROOT / "benchmarks" / "results"
 TINY = "tiny-random"
 
 #: The scripts that import a sibling module, hence run as files through their ``if not __package__`` lines.
-SIBLING_IMPORTERS = (
-    "paper_claims",
-    "dream_rewards",
-    "dream_consistency",
-    "judge_dream_scores",
-    "engine_throughput",
-    "thread_batching",
-    "probes/engine_plan",
-    "probes/engine_workers",
+SIBLING_IMPORTERS = sorted(
+    str(path.relative_to(ROOT / "benchmarks").with_suffix(""))
+    for path in (ROOT / "benchmarks").rglob("*.py")
+    if "claims" not in path.parts and "\nfrom benchmarks." in path.read_text()
 )
 
 
