@@ -317,3 +317,37 @@ def test_verifiers_openenv_taskset_episode_against_dynaweb_serve(tmp_path, dynaw
     assert pages[0]["observation"]["goal"] == 'Click on the "no" button.'
     assert [page["observation"]["last_action"] for page in pages[1:]] == [POLICY_REPLY] * (len(pages) - 1)
     assert len(pages) == 3  # dream_length 3: the third click ends the dream, judged
+
+
+# --- the import error names the real cause (verifiers moved a dependency of OpenEnv) -------------------
+
+_BROKEN_DEPENDENCY = """
+import sys
+
+class BrokenFastMCP:  # what verifiers' mcp==2.0.0 did to OpenEnv's fastmcp: installed, fails on import
+    def find_spec(self, name, path=None, target=None):
+        if name == "fastmcp" or name.startswith("fastmcp."):
+            raise ImportError("FastMCP client support is not installed.")
+
+sys.meta_path.insert(0, BrokenFastMCP())
+for name in [name for name in sys.modules if name.split(".")[0] in ("openenv", "fastmcp")]:
+    del sys.modules[name]
+import dynaweb_env.integrations.openenv
+"""
+
+
+def test_openenv_import_error_quotes_the_broken_dependency():
+    done = subprocess.run([sys.executable, "-c", _BROKEN_DEPENDENCY], cwd=ROOT, capture_output=True, text=True)
+    last = done.stderr.strip().splitlines()[-1]
+    assert done.returncode == 1 and last.startswith("ImportError: dynaweb_env.integrations.openenv needs OpenEnv")
+    assert "installed but importing it failed" in last and "FastMCP client support is not installed." in last
+    assert "The above exception was the direct cause" in done.stderr  # the original traceback is chained
+
+
+def test_library_import_error_tells_missing_from_broken():
+    from dynaweb_env.integrations._common import library_import_error
+
+    missing = library_import_error("m", "OpenEnv", "openenv", "openenv", ModuleNotFoundError("x", name="openenv"))
+    assert str(missing) == "m needs OpenEnv, which is not installed: pip install 'dynaweb[openenv]'"
+    broken = library_import_error("m", "OpenEnv", "openenv", "openenv", ModuleNotFoundError("no mcp", name="mcp"))
+    assert "installed but importing it failed with ModuleNotFoundError: no mcp" in str(broken)
