@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from dynaweb_env.compat import trl as compat_trl
 from dynaweb_env.llm.ct2_backend import CT2Backend
 from dynaweb_env.llm.ct2_convert import convert_model
 
@@ -106,9 +107,7 @@ class EngineWeightSync:
         self._version += 1
         seconds = time.perf_counter() - start
         self.sync_seconds.append(seconds)
-        metrics = getattr(trainer, "_metrics", None)
-        if metrics is not None:
-            metrics["train"]["engine/sync_seconds"].append(seconds)
+        compat_trl.log_train_metric(trainer, "engine/sync_seconds", seconds)
 
     def close(self) -> None:
         """Remove the converted weights."""
@@ -128,9 +127,9 @@ def attach_engine(trainer: Any, quantization: str = "int8") -> EngineWeightSync:
         raise ValueError("--use-engine replaces vLLM on a CPU; do not combine it with --use_vllm")
     sync = EngineWeightSync(trainer, quantization)
     trainer.engine_sync = sync
-    trainer.vllm_generation = sync  # TRL calls its sync_weights() whenever global_step moved
-    trainer.use_vllm = True  # enables that call and TRL's importance-sampling correction; no vLLM is built
-    trainer._last_loaded_step = -1  # so the first rollout syncs (converts) the initial weights
+    # TRL calls sync.sync_weights() whenever global_step moved, first at once (converting the initial weights),
+    # and applies its importance-sampling correction; no vLLM is built.
+    compat_trl.install_weight_sync(trainer, sync)
     return sync
 
 
@@ -141,7 +140,7 @@ def engine_backend(trainer: Any) -> CT2Backend | None:
         return None
     if sync.backend is None:  # rollouts called before TRL's first sync (e.g. directly in a test)
         sync.sync_weights()
-        trainer._last_loaded_step = trainer.state.global_step
+        compat_trl.mark_weights_synced(trainer)
     return sync.backend
 
 

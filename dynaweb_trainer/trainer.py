@@ -28,6 +28,7 @@ from transformers import ProgressCallback, TrainerCallback
 from trl import GRPOTrainer
 
 from dynaweb_env.agent import policy_system_prompt
+from dynaweb_env.compat.trl import PerTokenLogpsOverride
 from dynaweb_env.data.schema import Trajectory
 
 from .checkpoint_state import AtomicTrainerState
@@ -41,7 +42,7 @@ from .task_queries import build_train_dataset, real_tasks_of
 from .trainer_policy import require_vllm
 
 
-class DynaWebTrainer(GRPOTrainer):
+class DynaWebTrainer(PerTokenLogpsOverride, GRPOTrainer):
     """GSPO on DynaWeb environments with expert interleaving (see the module docstring).
 
     Args:
@@ -112,7 +113,7 @@ class DynaWebTrainer(GRPOTrainer):
 
             attach_engine(self, args.engine_quantization)
 
-    def _get_per_token_logps_and_entropies(
+    def completion_logps_override(
         self,
         model,
         input_ids,
@@ -125,13 +126,14 @@ class DynaWebTrainer(GRPOTrainer):
     ):
         """Log-probs (and entropies) of the completion tokens, computing the LM head on those positions only.
 
-        TRL 1.16's fused LM head scores *every* position, prompt included, when Triton is unavailable
-        (CPU): with multi-turn web prompts of ~1k tokens and turns of ~50, that is >90% wasted head
-        compute and memory. On CPU this override runs the backbone once and the head (softmax over
-        the vocabulary at ``self.temperature``) on the completion positions only, in
-        checkpointed chunks. Anywhere else (GPU, multimodal, MoE aux loss, soft-capped or scaled
-        logits) TRL's own implementation runs. ``tests/test_gspo_loss.py`` checks both agree. The shortcut
-        bypasses a DDP wrapper's forward, where DDP hooks its gradient sync, so with several processes
+        TRL's per-token log-prob method calls this first (:class:`~dynaweb_env.compat.trl.PerTokenLogpsOverride`)
+        and runs its own implementation when it returns ``None``. TRL 1.16's fused LM head scores *every*
+        position, prompt included, when Triton is unavailable (CPU): with multi-turn web prompts of ~1k tokens
+        and turns of ~50, that is >90% wasted head compute and memory. On CPU this runs the backbone once and
+        the head (softmax over the vocabulary at ``self.temperature``) on the completion positions only, in
+        checkpointed chunks. Anywhere else (GPU, multimodal, MoE aux loss, soft-capped or scaled logits) it
+        returns ``None``. ``tests/test_gspo_loss.py`` checks both agree. The shortcut bypasses a DDP wrapper's
+        forward, where DDP hooks its gradient sync, so with several processes
         :meth:`training_step` averages the gradients itself.
         """
         causal_lm = self.accelerator.unwrap_model(model)
@@ -145,10 +147,7 @@ class DynaWebTrainer(GRPOTrainer):
             or getattr(config, "logit_scale", None)
             or getattr(causal_lm, "base_model", causal_lm) is causal_lm
         ):
-            return super()._get_per_token_logps_and_entropies(
-                model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss,
-                **multimodal,
-            )  # fmt: skip
+            return None
         self._unsynced_gradients = torch.is_grad_enabled() and self.accelerator.num_processes > 1
         with self.accelerator.autocast():
             return completion_logps_and_entropies(

@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from dynaweb_env.compat import trl as compat_trl
 from dynaweb_env.llm.base import Generation, SamplingParams
 
 #: Static cache + ``torch.compile`` for the policy being trained, on the GPU path (``decoding_plan``). Off until
@@ -49,15 +50,7 @@ class VLLMPolicy:
         return self.generate_from_ids(ids, params)
 
     def generate_from_ids(self, prompt_ids, params: SamplingParams) -> list[Generation]:  # pragma: no cover
-        generation = self.trainer.vllm_generation
-        saved = generation.max_completion_length
-        generation.max_completion_length = params.max_new_tokens
-        try:
-            _, completion_ids, logprobs, _ = generation.generate(
-                prompts=list(prompt_ids), images=None, num_generations=1
-            )
-        finally:
-            generation.max_completion_length = saved
+        completion_ids, logprobs = compat_trl.vllm_generate(self.trainer, prompt_ids, params.max_new_tokens)
         tokenizer = self.trainer.processing_class
         eos = set(self.trainer.eos_token_ids)
         return [
@@ -94,7 +87,7 @@ def trainer_policy(trainer: Any, max_batch_size: int = 64) -> Iterator[Any]:
 
     from dynaweb_env.llm.transformers_backend import TransformersBackend
 
-    summon = getattr(getattr(trainer, "_dist", None), "summon_full_params", None)
+    summon = compat_trl.summon_full_params(trainer)
     with contextlib.ExitStack() as stack:
         model = stack.enter_context(
             unwrap_model_for_generation(

@@ -23,7 +23,6 @@ browser is killed with its whole process tree (:func:`close_browser`, :func:`kil
 from __future__ import annotations
 
 import atexit
-import inspect
 import os
 import shutil
 import signal
@@ -35,6 +34,9 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+
+from ..compat import browsergym as compat_browsergym
+from ..compat import playwright as compat_playwright
 
 #: Default location of Debian's Chromium; ``DYNAWEB_CHROMIUM`` overrides it.
 DEFAULT_CHROMIUM_PATH = "/usr/bin/chromium"
@@ -138,10 +140,11 @@ def ensure_playwright() -> Any:
         executable = find_chromium()
         from playwright.sync_api import sync_playwright
 
-        _redirect_browsergym_playwright()
+        # BrowserGym looks up one process-wide instance; Playwright's sync objects belong to their thread.
+        compat_browsergym.use_thread_playwright(ensure_playwright)
         # An instance inherited through fork belongs to the parent: drop it without stopping it.
         _local.idle = []
-        _cheap_playwright_stack_capture()
+        compat_playwright.cheap_stack_capture()
         playwright = sync_playwright().start()
         _wrap_launch(playwright.chromium, executable)
         _local.playwright, _local.pid = playwright, os.getpid()
@@ -165,17 +168,6 @@ def stop_playwright() -> None:
 def _stop_at_exit(playwright: Any) -> None:
     if _local.playwright is playwright:
         stop_playwright()
-
-
-def _redirect_browsergym_playwright() -> None:
-    # BrowserGym's env and chat modules look the instance up through a module-level function that
-    # returns one process-wide instance; point both at the calling thread's instead.
-    import browsergym.core.chat as browsergym_chat
-    import browsergym.core.env as browsergym_env
-
-    for module in (browsergym_env, browsergym_chat):
-        if module._get_global_playwright is not ensure_playwright:
-            module._get_global_playwright = ensure_playwright
 
 
 def _wrap_launch(browser_type: Any, executable: str) -> None:
@@ -265,28 +257,6 @@ def _process_alive(pid: int | None) -> bool:
         return pid is not None and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
-
-
-class _ContextFreeInspect:
-    """Stands in for the ``inspect`` module inside Playwright: ``stack()`` without source lines."""
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(inspect, name)
-
-    @staticmethod
-    def stack(context: int = 0) -> list[inspect.FrameInfo]:
-        return inspect.stack(0)
-
-
-def _cheap_playwright_stack_capture() -> None:
-    # Playwright 1.44 (pinned by browsergym-core) calls `inspect.stack()` on every API call only to
-    # name the call in traces; reading source lines for each frame cost ~1 s per MiniWoB reset here.
-    # Later Playwright releases call `inspect.stack(0)`; this does the same for the pinned one.
-    from playwright._impl import _connection, _network, _sync_base
-
-    for module in (_connection, _network, _sync_base):
-        if getattr(module, "inspect", None) is inspect:
-            module.inspect = _ContextFreeInspect()
 
 
 def _chromium_roots() -> list[int]:
