@@ -110,16 +110,18 @@ class EvalConfig:
             demonstrations use low seeds, so the default range is held out from SFT data.
         num_envs (`int`, *optional*, defaults to `4`):
             Browsers run in parallel (each ~640 MB); the policy answers all of them in one batched call.
-        max_steps (`int`, *optional*, defaults to `10`):
-            Most policy turns per episode (the paper's agent step limit).
+        max_steps (`int`, *optional*, defaults to `5`):
+            Most policy turns per episode: `dynaweb-train`'s default (`agent_max_steps` of the `cpu-small` preset),
+            so a policy is evaluated with the budgets it trained with (the paper's agent step limit is 10).
         temperature (`float`, *optional*, defaults to `0.0`):
             Sampling temperature; `0` decodes greedily.
         top_p (`float`, *optional*, defaults to `1.0`):
             Nucleus mass when sampling.
-        max_new_tokens (`int`, *optional*, defaults to `256`):
-            Token budget of one policy turn.
-        max_axtree_chars (`int`, *optional*, defaults to `4000`):
-            Cut accessibility trees in prompts to this many characters (`0`: never); match training.
+        max_new_tokens (`int`, *optional*, defaults to `64`):
+            Token budget of one policy turn (`dynaweb-train`'s `max_turn_tokens`).
+        max_axtree_chars (`int`, *optional*, defaults to `1500`):
+            Cut accessibility trees in prompts to this many characters (`0`: never); `dynaweb-train`'s default, as
+            the policy must see what it trained on.
         response_style (`str`, *optional*, defaults to `"compact"`):
             System prompt / response format the policy was trained with (`"compact"` or `"paper"`).
         seed (`int`, *optional*, defaults to `0`):
@@ -142,11 +144,13 @@ class EvalConfig:
     )
     seeds: str = field(default="100-109", metadata={"help": "Task seeds, e.g. 100-149 or 1,5,9."})
     num_envs: int = field(default=4, metadata={"help": "Browsers in parallel."})
-    max_steps: int = field(default=10, metadata={"help": "Most policy turns per episode."})
+    max_steps: int = field(default=5, metadata={"help": "Most policy turns per episode (training's default)."})
     temperature: float = field(default=0.0, metadata={"help": "Sampling temperature (0: greedy)."})
     top_p: float = field(default=1.0, metadata={"help": "Nucleus mass when sampling."})
-    max_new_tokens: int = field(default=256, metadata={"help": "Token budget of one policy turn."})
-    max_axtree_chars: int = field(default=4000, metadata={"help": "Cut prompt trees to this many characters."})
+    max_new_tokens: int = field(default=64, metadata={"help": "Token budget of one policy turn (training's default)."})
+    max_axtree_chars: int = field(
+        default=1500, metadata={"help": "Cut prompt trees to this many characters (training's default)."}
+    )
     response_style: str = field(
         default="compact",
         metadata={"help": "Policy prompt style.", "choices": ["compact", "paper"]},
