@@ -114,6 +114,7 @@ def generation_config(params: SamplingParams, eos_ids: Sequence[int], pad_id: in
     and a static cache with ``torch.compile`` when ``compile``."""
     options: dict[str, Any] = {
         "max_new_tokens": params.max_new_tokens,
+        "use_cache": True,  # whatever a gradient-checkpointed training model's config says
         "do_sample": not params.greedy,
         "eos_token_id": sorted(eos_ids),
         "pad_token_id": pad_id,
