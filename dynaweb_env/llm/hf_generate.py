@@ -14,6 +14,8 @@ through ``generate`` and returns exactly what the backend's own loop returns:
   every :data:`REPEATED_LINE_CHECK_EVERY` tokens. Each row is then cut, once, at the token that completes its
   first stop rule (:func:`finished_row`), so ``completion_ids``, ``logprobs``, ``text`` and ``finish_reason``
   follow the loop's contract.
+- **Why not continuous batching**: transformers' ``generate_batch`` (5.24) returns ``log(softmax(processed
+  scores))``, i.e. after top-p renormalisation, not the log-probabilities TRL recomputes, and takes no stop strings.
 - **Seeds**: ``generate`` samples with torch's generator, which is seeded with the chunk's seed inside a forked
   RNG state. The same call gives the same samples; unlike the loop, a row's sample depends on the other rows of
   its batch (as with vLLM).
