@@ -7,5 +7,5 @@ Run a script from the repository root as a module or as a file; both work::
 
 Each writes its JSON (and plots) into ``benchmarks/results/`` unless given ``--output``. ``paper_claims.py`` drives
 the paper's experiments from its parts in ``benchmarks/claims/``; ``benchmarks/probes/`` keeps the scripts of
-questions that are settled (their results and conclusions are in ``benchmarks/RESULTS.md``).
+questions that are settled (their results and conclusions are in ``docs/lab-notebook.md``).
 """

@@ -4,8 +4,8 @@ what the guards do to dream rewards (:mod:`dynaweb_env.world_model.consistency`,
 
 Usage::
 
-    python benchmarks/dream_consistency.py --dreams benchmarks/results/dream_rewards_consistency_cut.json \\
-        benchmarks/results/dream_rewards_grounded.json benchmarks/results/dream_rewards_dagger.json \\
+    python benchmarks/dream_consistency.py --dreams benchmarks/results/dreams_only_consistency_cut/dream_rewards.json \\
+        benchmarks/results/dream_rewards/grounded_judge.json benchmarks/results/dream_rewards/dagger_judge.json \\
         --judge ct2:runs/judge-grounded/judge
 
 1. **Real transitions.** Every same-URL transition of the real trajectories (default: all the package ships,
@@ -27,7 +27,7 @@ Usage::
    whereas in a run with the guard on they would follow from the repaired page. A fresh run with the guard,
    replayed with ``benchmarks/dream_rewards.py``, is the measurement that counts.
 
-Writes ``benchmarks/results/dream_consistency.json`` (``--output``).
+Writes ``benchmarks/results/dream_consistency/dream_consistency.json`` (``--output``).
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ if not __package__:  # run as a file, not with -m: import `benchmarks` from the 
 from benchmarks.dream_rewards_guards import compare, start_state_of  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "benchmarks" / "results" / "dream_consistency.json"
+RESULTS = ROOT / "benchmarks" / "results" / "dream_consistency" / "dream_consistency.json"
 #: What the report keeps of each dream besides its rewards.
 RECORDED = ("run", "id", "task_id", "real_reward", "inconsistencies", "omissions")
 

@@ -6,7 +6,7 @@
     python benchmarks/dream_rewards.py --guards none '{"judge_votes": 5}' '{"gate_termination": true}'
     python benchmarks/dream_rewards.py --demonstrations 6 --guards none '{"world_model_samples": 3}'
     python benchmarks/dream_rewards.py --demonstrations 10 --demonstrations-file heldout.jsonl \
-        --output benchmarks/results/dream_rewards_guards.json --guards none '{"judge_votes": 5}' \
+        --output benchmarks/results/dream_rewards/guards.json --guards none '{"judge_votes": 5}' \
         '{"judge_votes": 5, "group_judging": "votes"}' '{"group_judging": "listwise"}' \
         '{"gate_termination": true}' '{"world_model_samples": 3, "uncertainty": "discount"}'
 
@@ -25,7 +25,7 @@ of GSPO's signal in dreams is right:
 ``start_reproduced`` says whether the replayed start page is the recorded one character for
 character (MiniWoB++ pages are seeded, so it should be); a dream whose start could not be rebuilt
 (no task seed recorded, or a history action failing) is counted apart, not compared. Results go to
-``benchmarks/results/dream_rewards.json`` with every compared dream (run, update, task, actions,
+``benchmarks/results/dream_rewards/dream_rewards.json`` with every compared dream (run, update, task, actions,
 both rewards, the judge's reasoning).
 
 **Reward guards** (``--guards``, :mod:`dynaweb_env.envs.dream_guards`): each dream is also *re-dreamed*
@@ -91,7 +91,7 @@ from benchmarks.dream_rewards_guards import (  # noqa: E402
 )
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "benchmarks" / "results" / "dream_rewards.json"
+RESULTS = ROOT / "benchmarks" / "results" / "dream_rewards" / "dream_rewards.json"
 #: Replays between two saves of the report (a replay takes ~4.5 s).
 SAVE_EVERY = 8
 

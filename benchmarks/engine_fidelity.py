@@ -13,7 +13,7 @@ shipped models:
 - token for token: how many greedy outputs are identical to the reference's, and where the first differing
   token is.
 
-Saved to ``benchmarks/results/engine_fidelity.json``.
+Saved to ``benchmarks/results/engine/engine_fidelity.json``.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from dynaweb_trainer.evaluate_world_model import (
     summarise,
 )
 
-RESULTS = Path(__file__).parent / "results" / "engine_fidelity.json"
+RESULTS = Path(__file__).parent / "results" / "engine" / "engine_fidelity.json"
 REFERENCE = "transformers"
 
 

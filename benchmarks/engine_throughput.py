@@ -5,7 +5,7 @@
 
 Every measurement runs both engines on the same prompts, interleaved (transformers, then the engine, prompt
 by prompt), so that the load of a shared machine falls on both alike: the absolute figures move with the
-load, the ratios are what count. Saved to ``benchmarks/results/engine_throughput.json`` with a PNG beside it.
+load, the ratios are what count. Saved to ``benchmarks/results/engine/engine_throughput.json`` with a PNG beside it.
 
 - ``world_model_single`` / ``world_model_batched``: the default world model (``smollm2-135m-wm-patch``, on the
   engine in float32; ``--quantization int8`` for int8) on the dream start states'
@@ -55,7 +55,7 @@ if not __package__:  # run as a file, not with -m: import `benchmarks` from the 
 
 from benchmarks.env_throughput import TimedBackend, bench_dream, dream_start_states  # noqa: E402
 
-RESULTS = Path(__file__).parent / "results" / "engine_throughput.json"
+RESULTS = Path(__file__).parent / "results" / "engine" / "engine_throughput.json"
 SECTIONS = (
     "world_model_single",
     "world_model_batched",

@@ -3,7 +3,7 @@
     python benchmarks/env_throughput.py                       # ~15 min on the 2-core CPU machine
     python benchmarks/env_throughput.py --dream-tokens 128 --real-steps 12   # quicker look
 
-What it measures (saved to ``benchmarks/results/env_throughput.json``):
+What it measures (saved to ``benchmarks/results/throughput/env_throughput.json``):
 
 - ``real_1``: ``RealWeb-v0``, one Chromium, scripted experts acting on MiniWoB++ tasks.
 - ``real_4``: ``RealWeb-v0`` in an ``AsyncVectorEnv`` of 4 browsers (one process each).
@@ -43,7 +43,7 @@ from dynaweb_env.experts import EXPERTS, get_expert
 from dynaweb_env.llm import make_backend
 from dynaweb_env.llm.base import Conversation, Generation, SamplingParams
 
-RESULTS = Path(__file__).parent / "results" / "env_throughput.json"
+RESULTS = Path(__file__).parent / "results" / "throughput" / "env_throughput.json"
 
 
 class TimedBackend:

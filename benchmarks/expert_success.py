@@ -6,7 +6,7 @@
 The episodes run through ``dynaweb-eval``'s :func:`~dynaweb_trainer.evaluate.evaluate_policy` with the
 ``expert`` policy, i.e. :func:`~dynaweb_trainer.rollout.run_episodes` on an async ``RealWeb-v0`` vector
 env (one Chromium per sub-env), the same loop training and evaluation use. Results go to
-``benchmarks/results/expert_success.json``: per task the episodes, successes, success rate and mean
+``benchmarks/results/expert_success/expert_success.json``: per task the episodes, successes, success rate and mean
 steps, the tasks below ``--min-success``, every failed episode (seed, actions, errors), and the exact
 command. An expert ships only if it reaches ``--min-success`` (95%) here; the exit status is 1 when one
 does not.
@@ -27,7 +27,7 @@ from typing import Any
 from dynaweb_env.experts import EXPERTS
 from dynaweb_trainer.evaluate import EvalConfig, evaluate_policy
 
-RESULTS = Path(__file__).parent / "results" / "expert_success.json"
+RESULTS = Path(__file__).parent / "results" / "expert_success" / "expert_success.json"
 
 
 def expert_tasks() -> list[str]:

@@ -1,6 +1,7 @@
 """Freeze a held-out evaluation set from a dataset that is still being collected, with its checksum.
 
-Command (the one that produced ``benchmarks/results/heldout_set.json``; the JSONL stays outside the repository)::
+Command (the one that produced ``benchmarks/results/heldout/heldout_set.json``; the JSONL stays outside the
+repository)::
 
     python benchmarks/heldout_snapshot.py --sources data/miniwob-large/validation data/miniwob-large/test \\
         --exclude-seeds 3 --output runs/heldout/heldout.jsonl
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from dynaweb_env.data.io import read_trajectories, write_trajectories
 
-SUMMARY = Path(__file__).parent / "results" / "heldout_set.json"
+SUMMARY = Path(__file__).parent / "results" / "heldout" / "heldout_set.json"
 
 
 def main(argv: list[str] | None = None) -> dict:

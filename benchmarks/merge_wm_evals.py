@@ -5,14 +5,14 @@ share the cores of a machine. This script concatenates their per-transition reco
 model and summarises them again with the evaluator's own :func:`~dynaweb_trainer.world_model_scores.summarise`
 (drift summaries, which keep no per-transition rows, are joined as means weighted by their counts).
 
-Command (the one behind ``benchmarks/results/heldout_full_patch_retries2.json``)::
+Command (the one behind ``benchmarks/results/heldout/full_patch_retries2.json``)::
 
     for k in 0 1; do
         dynaweb-eval-wm --world-models smollm2-135m-wm-patch --no-judge --max-depth 0 --data heldout.jsonl \\
             --split all --invalid-retries 2 --shard $k/2 --output runs/eval/shard$k.json &
     done; wait
     python benchmarks/merge_wm_evals.py runs/eval/shard0.json runs/eval/shard1.json \\
-        --output benchmarks/results/heldout_full_patch_retries2.json
+        --output benchmarks/results/heldout/full_patch_retries2.json
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ nothing to learn from (``paper_claims_table1_36demos.json``); with 360 it solves
 The judge of dreams is fixed (``--judge``, default the shipped trained judge ``smollm2-135m-judge-dagger``) in
 every DynaWeb run, unlike ``dynaweb-train``'s default (the world model's backend): otherwise the
 ``world_model`` experiment would swap the judge together with the world model. The trained judge because
-the prompted 135M model never says SUCCESS (``benchmarks/results/judge_accuracy.json``), which would give
+the prompted 135M model never says SUCCESS (``benchmarks/results/judge/judge_accuracy.json``), which would give
 every dream reward 0 and GSPO no signal from dreams at all.
 
 The SFT start is trained once per seed and shared by that seed's arms; with ``--sft-seed S`` every RL
@@ -69,16 +69,17 @@ interrupted ``dynaweb-train`` resumes from its last checkpoint via ``--resume``,
     python benchmarks/paper_claims.py learning_curve --seeds 0 1 2 --sft-seed 0 --set train_steps=32 save_steps=8 \
         --model-data demonstrations --reward-guards '{"gate_termination": true, "consistency": "cut"}' \
         --dream-starts first --dream-resamples 2 --results-dir benchmarks/results/learning_curve_demos
-    # the multi-step suite (the 5 tasks with the longest expert episodes): results in benchmarks/results/multistep/
+    # the multi-step suite (the 5 tasks with the longest expert episodes): results in
+    # benchmarks/results/paper_claims/multistep/
     python benchmarks/paper_claims.py table1 dream_length --suite multistep --seeds 0 1 2 --sft-seed 0
     nohup python benchmarks/paper_claims.py table1 dream_length expert_frac world_model > runs/claims.log 2>&1 &
     python benchmarks/paper_claims.py table1 --dry-run          # the exact commands, nothing run
     python benchmarks/paper_claims.py table1 --aggregate-only   # JSON + PNG from the runs finished so far
     # runs of identical commands recorded in a committed report stand in (marked) where outputs are gone
     python benchmarks/paper_claims.py dreams_only --aggregate-only \
-        --reuse-recorded benchmarks/results/paper_claims_table1.json
+        --reuse-recorded benchmarks/results/paper_claims/paper_claims_table1.json
 
-Each experiment writes ``benchmarks/results/paper_claims_<experiment>.json`` (the driver command, the
+Each experiment writes ``benchmarks/results/paper_claims/paper_claims_<experiment>.json`` (the driver command, the
 exact tool commands, seeds, budget, per-run success and real-environment steps, each RL run paired
 page by page with its SFT start (pages gained and lost, successes by task), mean / std / min / max
 over seeds; for ``table1`` also the issue's two criteria, for the others the SFT start's success)
@@ -91,7 +92,7 @@ on disk); a file of another configuration is replaced, except by an invocation t
 Time: every run's ``result.json`` and the experiment's JSON record the measured seconds of each stage
 (``runs[*].seconds``: SFT start, training, evaluation), each arm's spread over seeds
 (``summary[*].seconds``) and the demonstration collection's (``config.demonstrations_seconds``), so
-the figures always belong to the runs they describe (``benchmarks/results/paper_claims_*.json`` hold
+the figures always belong to the runs they describe (``benchmarks/results/paper_claims/paper_claims_*.json`` hold
 those of the runs reported in the README).
 
 ``--budget paper-ish`` (G = 8, 32 updates, 10-step episodes, dream length 5, 30 evaluation seeds)
@@ -259,8 +260,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--results-dir",
         type=Path,
-        default=ROOT / "benchmarks" / "results",
-        help="where the JSON and PNG go (default benchmarks/results)",
+        default=ROOT / "benchmarks" / "results" / "paper_claims",
+        help="where the JSON and PNG go (default benchmarks/results/paper_claims)",
     )
     parser.add_argument(
         "--train-to-checkpoint",
@@ -279,9 +280,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         type=Path,
         default=[],
         metavar="JSON",
-        help="committed results files (e.g. benchmarks/results/paper_claims_table1.json) whose runs of identical "
-        "commands stand in, marked recorded_in, for runs with no outputs on disk (aggregation only; nothing is rerun "
-        "or skipped because of them)",
+        help="committed results files (e.g. benchmarks/results/paper_claims/paper_claims_table1.json) whose runs of "
+        "identical commands stand in, marked recorded_in, for runs with no outputs on disk (aggregation only; nothing "
+        "is rerun or skipped because of them)",
     )
     parser.add_argument("--quiet", action="store_true", help="do not echo the tools' output (it is in their logs)")
     return parser.parse_args(argv)

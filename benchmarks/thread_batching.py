@@ -7,7 +7,7 @@ Host libraries (SkyRL, GEM's async vector env, an OpenEnv server) run one ``Drea
 thread. Each env asks the world model for one page per step; without help those are single-prompt
 calls, one after another. Measured side by side, on the same start states, actions and loaded
 model (greedy decoding, so every mode dreams the same pages), saved to
-``benchmarks/results/thread_batching.json``:
+``benchmarks/results/throughput/thread_batching.json``:
 
 - ``vector``: ``gym.make_vec("DreamWeb-v0", num_envs=N)``, one batched call per step.
 - ``threads_batched``: N ``DreamWebEnv`` on N threads sharing one backend, whose calls the shared
@@ -56,7 +56,7 @@ if not __package__:  # run as a file, not with -m: import `benchmarks` from the 
 
 from benchmarks.env_throughput import TimedBackend, dream_start_states  # noqa: E402
 
-RESULTS = Path(__file__).parent / "results" / "thread_batching.json"
+RESULTS = Path(__file__).parent / "results" / "throughput" / "thread_batching.json"
 
 
 def _actions(first: str, steps: int) -> list[str]:

@@ -4,7 +4,7 @@ A trained judge learns from real final pages, but in ``DreamWeb-v0`` it reads pa
 two differ where it matters: after a policy types a password without pressing Login, the world model may draw
 the form greyed out as if submitted (``disabled=True``), a page the judge never saw in real data. Replayed on
 their real pages, the policy's dreams showed it: a judge at 0.93 on real held-out pages agreed with the real
-outcome of only 0.72 of them (``benchmarks/results/dream_rewards_dreams_only.json``). This module builds the
+outcome of only 0.72 of them (``benchmarks/results/dreams_only_gate_termination/dream_rewards.json``). This module builds the
 missing data, each record a trajectory (schema of :mod:`dynaweb_env.data.schema`, ``source="dream"``) whose final
 page was dreamed and whose label is real:
 
@@ -18,7 +18,7 @@ page was dreamed and whose label is real:
 Train a judge on them beside the real data (world-model examples skip ``source="dream"`` records)::
 
     dynaweb-dream-judge-data --dataset_path dynaweb_env/data/miniwob-large/train --output runs/judge-dagger/train.jsonl
-    dynaweb-dream-judge-data --replays benchmarks/results/dream_rewards_dreams_only.json --output \\
+    dynaweb-dream-judge-data --replays benchmarks/results/dreams_only_gate_termination/dream_rewards.json --output \\
         runs/judge-dagger/policy.jsonl --start-states runs/claims/shared/demos-expert-40-ee7c3adf/trajectories.jsonl
     dynaweb-train-wm --examples judge --model_name_or_path smollm2-135m-judge --dataset_path \\
         dynaweb_env/data/miniwob-large/train runs/judge-dagger --output_dir runs/judge-dagger/judge

@@ -49,7 +49,7 @@ DEFAULT_TASKS: tuple[str, ...] = (
     "miniwob.login-user",
 )  # fmt: skip
 #: The MiniWoB++ tasks with the longest scripted-expert episodes, 3 to 4 actions each (mean actions over 50
-#: episodes in ``benchmarks/results/expert_success.json``: login-user-popup 3.96, the others 2.98-3.0). The
+#: episodes in ``benchmarks/results/expert_success/expert_success.json``: login-user-popup 3.96, the others 2.98-3.0). The
 #: tasks of 4 or more actions beyond these (search, email reply, booking, multi-orderings) cannot be solved
 #: through this observation and action grammar; :mod:`dynaweb_env.experts.miniwob_multistep` says why.
 MULTISTEP_TASKS: tuple[str, ...] = (

@@ -322,9 +322,9 @@ def test_shipped_judge_tells_held_out_successes_from_their_cuts(judge_name):
 
     The first test-split trajectory of every task of the small shipped data, each as recorded (a real success) and
     cut before its last action (the task left unfinished). The prompted base model says FAILURE to every case
-    (``benchmarks/results/judge_accuracy.json``), which scores 0.5 here. The judges read no agent reasoning. On
+    (``benchmarks/results/judge/judge_accuracy.json``), which scores 0.5 here. The judges read no agent reasoning. On
     held-out seeds of the large data ``smollm2-135m-judge`` scores 0.89, weakest on one-click tasks
-    (``heldout2_judge_noreasons.json``), and ``smollm2-135m-judge-dagger`` 0.95 (``judge_dagger2/``).
+    (``judge/heldout_validation.json``), and ``smollm2-135m-judge-dagger`` 0.95 (``judge_dagger2/``).
     """
     from dynaweb_env.data.shipped import EXPERT_TRAJECTORIES as BUILTIN_TRAJECTORIES
     from dynaweb_env.llm import make_backend

@@ -1,2 +1,2 @@
-"""Probes of settled questions about the inference engine, kept runnable (``benchmarks/RESULTS.md``, "The inference
+"""Probes of settled questions about the inference engine, kept runnable (``docs/lab-notebook.md``, "The inference
 engine", says what each found)."""

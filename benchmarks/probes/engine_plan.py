@@ -6,7 +6,7 @@
 One 8-dream step through ``DreamWebVectorEnv`` on the default world model (CTranslate2, greedy), with
 ``plan_groups`` costing every call at each ``--expected`` number of decoding steps in turn, round after round on
 one warm engine, so that the settings share the machine's load. Saved to
-``benchmarks/results/engine_plan.json``. The patch world model writes ~48 tokens a transition of the 384 it may;
+``benchmarks/results/engine/engine_plan.json``. The patch world model writes ~48 tokens a transition of the 384 it may;
 a plan that expects the budget groups pages far apart in length, and the engine then feeds the longer pages'
 extra tokens one batched decoding step at a time.
 """
@@ -31,7 +31,7 @@ if not __package__:  # run as a file, not with -m: import `benchmarks` from the 
 
 from benchmarks.env_throughput import TimedBackend, bench_dream, dream_start_states  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parents[1] / "results" / "engine_plan.json"
+RESULTS = Path(__file__).resolve().parents[1] / "results" / "engine" / "engine_plan.json"
 
 
 def main(argv: Sequence[str] | None = None) -> dict:

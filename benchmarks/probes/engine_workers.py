@@ -14,7 +14,7 @@ round by round so that a shared machine's load falls on all alike:
   on 2 cores).
 
 Every call generates exactly ``--new-tokens`` tokens greedily (``min_length``), so all three do the same work.
-Saved to ``benchmarks/results/engine_workers.json`` with the load average of every round.
+Saved to ``benchmarks/results/engine/engine_workers.json`` with the load average of every round.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ if not __package__:  # run as a file, not with -m: import `benchmarks` from the 
 from benchmarks.engine_throughput import world_model_prompts  # noqa: E402
 from benchmarks.env_throughput import dream_start_states  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parents[1] / "results" / "engine_workers.json"
+RESULTS = Path(__file__).resolve().parents[1] / "results" / "engine" / "engine_workers.json"
 
 
 def timed_calls(generator: Any, batches: list[list[list[str]]], new_tokens: int, asynchronous: bool) -> float:
