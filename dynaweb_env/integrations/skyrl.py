@@ -46,9 +46,9 @@ def _plain(config: Any) -> dict[str, Any]:
     """A plain dict of SkyRL's env config (an omegaconf ``DictConfig``, a mapping, or ``None``)."""
     if config is None:
         return {}
-    if hasattr(config, "_metadata"):  # omegaconf, which skyrl-gym depends on
-        from omegaconf import OmegaConf
+    from omegaconf import OmegaConf  # skyrl-gym depends on it
 
+    if OmegaConf.is_config(config):
         config = OmegaConf.to_container(config, resolve=True)
     if not isinstance(config, Mapping):
         raise ValueError(f"env_config must be a mapping of gym.make arguments, got {type(config).__name__}")
