@@ -55,7 +55,7 @@ def token_counts(model: str, trajectories: list) -> dict:
     """Mean tokens per example (all, prompt, target) of every kind in every prompt style."""
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(str(resolve_model(model)))
+    tokenizer = AutoTokenizer.from_pretrained(str(resolve_model(model)), trust_remote_code=False)
     counts: dict = {}
     for kind, options in KINDS.items():
         counts[kind] = {}

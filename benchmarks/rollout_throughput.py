@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     torch.manual_seed(args.seed)
     backend = TransformersBackend(args.policy)
-    tokenizer = AutoTokenizer.from_pretrained(resolve_model(args.policy))
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model(args.policy), trust_remote_code=False)
     encoder = EpisodeEncoder(tokenizer, POLICY_SYSTEM_PROMPT, args.max_axtree_chars)
     options = start_options(args)
     print(f"rollout_throughput: {args.env}, {len(options)} episodes, policy {args.policy}", flush=True)

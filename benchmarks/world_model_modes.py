@@ -46,7 +46,7 @@ def oracle_token_cost(model: str) -> dict:
     """Tokens of the tree-mode and patch-mode targets of every real transition of the shipped data."""
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(str(resolve_model(model)))
+    tokenizer = AutoTokenizer.from_pretrained(str(resolve_model(model)), trust_remote_code=False)
     tree_tokens, patch_tokens = [], []
     for trajectory in read_trajectories(BUILTIN_TRAJECTORIES):
         for index in range(len(trajectory.steps) - 1):

@@ -158,7 +158,7 @@ def _upgrade_tokenizer(target: Path) -> None:
     from transformers import AutoTokenizer
 
     with _file_lock(target.parent / f".{target.name}.lock"):
-        tokenizer = AutoTokenizer.from_pretrained(target)
+        tokenizer = AutoTokenizer.from_pretrained(target, trust_remote_code=False)
         _ensure_chat_template(tokenizer)
         tokenizer.save_pretrained(target)
 
@@ -167,9 +167,9 @@ def _build_smollm2(target: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     gguf = smollm2_gguf_path()
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name, trust_remote_code=False)
     _ensure_chat_template(tokenizer)
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, trust_remote_code=False)
     # The weights are already de-quantized to float32; without this, save_pretrained writes a GGUF
     # quantization config that later loads would try (and fail) to honour.
     if getattr(model, "hf_quantizer", None) is not None:
@@ -182,7 +182,7 @@ def _build_tiny_random(target: Path) -> None:
     import torch
     from transformers import AutoTokenizer, GenerationConfig, LlamaConfig, LlamaForCausalLM
 
-    tokenizer = AutoTokenizer.from_pretrained(prepare_model("smollm2-135m"))
+    tokenizer = AutoTokenizer.from_pretrained(prepare_model("smollm2-135m"), trust_remote_code=False)
     _ensure_chat_template(tokenizer)
     config = LlamaConfig(
         vocab_size=len(tokenizer),

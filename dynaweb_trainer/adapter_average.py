@@ -101,7 +101,7 @@ def average_adapters(
     weights = [1.0 / len(references)] * len(references) if weights is None else [float(w) for w in weights]
     paths, base, info = _check_sources(references, weights)
     names = [f"source{i}" for i in range(len(paths))]
-    model = AutoModelForCausalLM.from_pretrained(resolve_model(base), dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(resolve_model(base), dtype=torch.float32, trust_remote_code=False)
     model = PeftModel.from_pretrained(model, paths[0], adapter_name=names[0])
     for name, path in zip(names[1:], paths[1:], strict=True):
         model.load_adapter(path, adapter_name=name)

@@ -202,7 +202,7 @@ def load_model_and_tokenizer(
     dtype = default_dtype(device)
     details: dict[str, Any] = {"path": str(path)}
     if kind == "model":
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, trust_remote_code=False)
         tokenizer_source = path
     else:
         from peft import PeftModel
@@ -210,7 +210,7 @@ def load_model_and_tokenizer(
         base_reference, base_path = adapter_base_path(Path(path))
         details["base_model"] = base_reference
         # transformers would look the base up on the hub by name; embedded names resolve locally.
-        model = AutoModelForCausalLM.from_pretrained(base_path, dtype=dtype)
+        model = AutoModelForCausalLM.from_pretrained(base_path, dtype=dtype, trust_remote_code=False)
         model = PeftModel.from_pretrained(model, str(path), is_trainable=trainable)
         if not trainable:
             model = model.merge_and_unload()
@@ -219,7 +219,7 @@ def load_model_and_tokenizer(
         model = model.to(device)
     if not trainable:
         model = model.eval()
-    return model, tokenizer or AutoTokenizer.from_pretrained(tokenizer_source), details
+    return model, tokenizer or AutoTokenizer.from_pretrained(tokenizer_source, trust_remote_code=False), details
 
 
 __all__ = [

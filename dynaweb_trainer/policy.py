@@ -259,7 +259,7 @@ def load_policy(
         raise ValueError("empty policy reference")
 
     def side_tokenizer() -> Any:
-        return AutoTokenizer.from_pretrained(resolve_model(tokenizer or DEFAULT_MODEL))
+        return AutoTokenizer.from_pretrained(resolve_model(tokenizer or DEFAULT_MODEL), trust_remote_code=False)
 
     if spec == EXPERT_POLICY:
         expert_tokenizer = side_tokenizer()

@@ -196,7 +196,7 @@ def load_training_tokenizer(model_name_or_path: str) -> tuple[str, Any]:
     from dynaweb_env.models import resolve_model
 
     model_path = str(resolve_model(model_name_or_path))
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=False)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model_path, tokenizer

@@ -218,7 +218,7 @@ class CT2Backend:
 
         if not (path / "tokenizer_config.json").is_file():
             raise GenerationError(f"{path} holds no tokenizer: pass CT2Backend(path, tokenizer=...)")
-        return AutoTokenizer.from_pretrained(path)
+        return AutoTokenizer.from_pretrained(path, trust_remote_code=False)
 
     def _eos_ids(self) -> list[int]:
         ids = {self.tokenizer.eos_token_id} if self.tokenizer.eos_token_id is not None else set()

@@ -243,10 +243,11 @@ def load_merged_model(reference: str | os.PathLike[str]) -> tuple[Any, Any]:
     path = resolve_model(reference)
     base = adapter_base(path) if isinstance(path, Path) else None
     if base is None:
-        return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32), AutoTokenizer.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, trust_remote_code=False)
+        return model, AutoTokenizer.from_pretrained(path, trust_remote_code=False)
     model = load_merged_adapter(path, resolve_model(base), torch.float32)
     has_tokenizer = (path / "tokenizer_config.json").is_file()
-    return model, AutoTokenizer.from_pretrained(path if has_tokenizer else resolve_model(base))
+    return model, AutoTokenizer.from_pretrained(path if has_tokenizer else resolve_model(base), trust_remote_code=False)
 
 
 __all__ = [

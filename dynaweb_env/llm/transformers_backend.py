@@ -88,7 +88,7 @@ def load_merged_adapter(adapter_dir: Path, base: Path | str, dtype: torch.dtype)
         from peft import PeftModel
     except ImportError:
         raise GenerationError(f"{adapter_dir} is a LoRA adapter; loading it needs peft (pip install peft)") from None
-    model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype)
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype, trust_remote_code=False)
     return PeftModel.from_pretrained(model, adapter_dir).merge_and_unload()
 
 
@@ -255,12 +255,13 @@ class TransformersBackend:
         try:
             base = adapter_base(path) if isinstance(path, Path) else None
             if base is None:
-                model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device)
+                model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, trust_remote_code=False).to(device)
             else:
                 model = load_merged_adapter(path, resolve_model(base), dtype).to(device)
             if tokenizer is None:
                 has_tokenizer = base is None or (path / "tokenizer_config.json").is_file()
-                tokenizer = AutoTokenizer.from_pretrained(path if has_tokenizer else resolve_model(base))
+                source = path if has_tokenizer else resolve_model(base)
+                tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)
         except OSError as error:
             raise GenerationError(
                 f"cannot load model {str(reference)!r} (resolved to {str(path)!r}): {error}. No model hub is "
