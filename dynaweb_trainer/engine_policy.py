@@ -107,7 +107,7 @@ class EngineWeightSync:
         self._version += 1
         seconds = time.perf_counter() - start
         self.sync_seconds.append(seconds)
-        compat_trl.log_train_metric(trainer, "engine/sync_seconds", seconds)
+        compat_trl.log_metric(trainer, "engine/sync_seconds", seconds)
 
     def close(self) -> None:
         """Remove the converted weights."""

@@ -35,6 +35,7 @@ from .checkpoint_state import AtomicTrainerState
 from .config import GSPOConfig
 from .encoding import EpisodeEncoder
 from .expert_pool import ExpertPool, load_expert_trajectories
+from .labelled_head import completion_logps_and_entropies
 from .metrics import DynaWebProgressCallback, EnvStepCounter, RunClock, environment_reward
 from .model_loading import last_checkpoint, load_model_and_tokenizer
 from .rollout_func import DynaWebRollout
@@ -219,52 +220,6 @@ class DynaWebTrainer(PerTokenLogpsOverride, GRPOTrainer):
             digest.update(name.encode())
             digest.update(tensor.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
         return gather_object([digest.hexdigest()])
-
-
-def completion_logps_and_entropies(
-    causal_lm: Any,
-    input_ids: torch.Tensor,
-    attention_mask: torch.Tensor,
-    logits_to_keep: int,
-    temperature: float,
-    batch_size: int | None = None,
-    compute_entropy: bool = False,
-    chunk_tokens: int = 128,
-) -> tuple[torch.Tensor, torch.Tensor | None, None]:
-    """``log softmax(head(h) / T)`` at the last ``logits_to_keep`` tokens (0 where ``attention_mask`` is 0).
-
-    The backbone (``causal_lm.base_model``) runs over the whole sequence; the LM head only over the
-    completion positions, ``chunk_tokens`` positions at a time under activation checkpointing, so
-    the ``(batch, tokens, vocab)`` logits never exist at once.
-    """
-    backbone, head = causal_lm.base_model, causal_lm.get_output_embeddings()
-
-    def score(hidden: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        logps = torch.log_softmax(head(hidden).float() / temperature, dim=-1)
-        entropy = -(logps.exp() * logps).sum(-1) if compute_entropy else logps.new_zeros(targets.shape)
-        return logps.gather(-1, targets.unsqueeze(-1)).squeeze(-1), entropy
-
-    batch_size = batch_size or input_ids.size(0)
-    all_logps, all_entropies = [], []
-    for start in range(0, input_ids.size(0), batch_size):
-        ids, mask = input_ids[start : start + batch_size], attention_mask[start : start + batch_size]
-        hidden = backbone(input_ids=ids, attention_mask=mask, use_cache=False).last_hidden_state
-        hidden = hidden[:, -logits_to_keep - 1 : -1]
-        targets = ids[:, -logits_to_keep:]
-        pieces = []
-        for offset in range(0, logits_to_keep, chunk_tokens):
-            window = slice(offset, offset + chunk_tokens)
-            if torch.is_grad_enabled():
-                pieces.append(
-                    torch.utils.checkpoint.checkpoint(score, hidden[:, window], targets[:, window], use_reentrant=False)
-                )
-            else:
-                pieces.append(score(hidden[:, window], targets[:, window]))
-        keep = mask[:, -logits_to_keep:].to(torch.float32)
-        all_logps.append(torch.cat([piece[0] for piece in pieces], dim=1) * keep)
-        all_entropies.append(torch.cat([piece[1] for piece in pieces], dim=1) * keep)
-    entropies = torch.cat(all_entropies) if compute_entropy else None
-    return torch.cat(all_logps), entropies, None
 
 
 __all__ = ["DynaWebTrainer", "completion_logps_and_entropies"]

@@ -39,7 +39,9 @@ def private_reaches(source: str) -> list[tuple[int, str]]:
     The patterns: an attribute ``x._name`` whose object is not ``self`` or ``cls`` (``self.env._name`` and
     ``super()._name`` included); an absolute import of a private module or name (``from lib._impl import x``,
     ``from lib import _x``), except from ``dynaweb_*``; and ``getattr``/``hasattr``/``setattr``/``delattr`` of a
-    private name given as a string. Comments and strings do not count.
+    private name given as a string; and ``self._name`` (or ``cls._name``) where the module neither assigns
+    ``self._name`` nor defines ``_name``: a private name inherited from another library's class. Comments and
+    strings do not count.
     """
     reaches = []
     tokens = [t for t in tokenize.generate_tokens(io.StringIO(source).readline) if t.type != tokenize.COMMENT]
@@ -54,7 +56,29 @@ def private_reaches(source: str) -> list[tuple[int, str]]:
         if owner.string in ("self", "cls") and tokens[index - 3].string != ".":
             continue
         reaches.append((token.start[0], f"{owner.string}.{token.string}"))
-    for node in ast.walk(ast.parse(source)):
+    tree = ast.parse(source)
+    defined, own_uses = set(), []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+            if isinstance(node, ast.ClassDef):  # class attributes, dataclass fields
+                for statement in node.body:
+                    targets = getattr(statement, "targets", None) or [getattr(statement, "target", None)]
+                    defined.update(target.id for target in targets if isinstance(target, ast.Name))
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                for element in target.elts if isinstance(target, ast.Tuple) else [target]:
+                    if isinstance(element, ast.Attribute) and isinstance(element.value, ast.Name):
+                        defined.add(element.attr) if element.value.id in ("self", "cls") else None
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in ("self", "cls")
+            and _is_private(node.attr)
+        ):
+            own_uses.append((node.lineno, f"{node.value.id}.{node.attr}"))
+    reaches += [(line, what) for line, what in own_uses if what.split(".")[1] not in defined]
+    for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.level == 0 and not (node.module or "").startswith("dynaweb"):
             names = [*(node.module or "").split("."), *(alias.name for alias in node.names)]
             reaches += [(node.lineno, f"from {node.module} import {name}") for name in names if _is_private(name)]
@@ -89,6 +113,8 @@ def private_reaches(source: str) -> list[tuple[int, str]]:
         "import ctranslate2._private.thing",
         "metrics = getattr(trainer, '_metrics', None)",
         "setattr(module, '_get_global_playwright', f)",
+        "class T(SFTTrainer):\n    def f(self):\n        self._total_train_tokens += 1",
+        "class V(VectorEnv):\n    def reset(self):\n        return self._add_info({}, {}, 0)",
     ],
 )
 def test_the_scan_finds_each_kind_of_private_reach(snippet):
@@ -98,8 +124,9 @@ def test_the_scan_finds_each_kind_of_private_reach(snippet):
 @pytest.mark.parametrize(
     "snippet",
     [
-        "self._x = 1",
-        "cls._registry.clear()",
+        "class A:\n    def __init__(self):\n        self._x, self._y = 1, 2\n    def f(self):\n        return self._x",
+        "class B:\n    _registry = {}\n    def f(self):\n        return self._registry, self._g()\n    def _g(s): ...",
+        "@dataclass\nclass C:\n    _cache: dict = None\n    def f(self):\n        return self._cache",
         "from ._common import WebEpisode",
         "from .._shared import x",
         "from dynaweb_env.envs.dream import _helper",
@@ -159,7 +186,7 @@ def test_allow_untested_turns_the_error_into_a_warning(monkeypatch):
 
 
 def test_every_compat_range_holds_the_installed_library():
-    from dynaweb_env.compat import browsergym, ctranslate2, playwright, transformers, trl
+    from dynaweb_env.compat import browsergym, ctranslate2, gymnasium, playwright, transformers, trl
 
     ranges = {
         "trl": trl.TRL_TESTED,
@@ -167,6 +194,7 @@ def test_every_compat_range_holds_the_installed_library():
         "ctranslate2": ctranslate2.CTRANSLATE2_TESTED,
         "playwright": playwright.PLAYWRIGHT_TESTED,
         "browsergym-core": browsergym.BROWSERGYM_TESTED,
+        "gymnasium": gymnasium.GYMNASIUM_TESTED,
     }
     for distribution, tested in ranges.items():
         assert require_version(distribution, tested, "a test")
@@ -226,6 +254,24 @@ def test_browsergym_and_playwright_reaches_on_a_real_miniwob_page(require_browse
     finally:
         env.close()
         stop_playwright()
+
+
+# ---------------------------------------------------------------------------------------------------- Gymnasium
+
+
+def test_add_vector_info_builds_gymnasiums_info_layout():
+    import gymnasium as gym
+    import numpy as np
+
+    from dynaweb_env.compat.gymnasium import add_vector_info
+
+    envs = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")] * 3)
+    try:
+        infos = add_vector_info(envs, {}, {"reward_note": 1.5, "nested": {"x": "a"}}, 1)
+    finally:
+        envs.close()
+    assert infos["_reward_note"].tolist() == [False, True, False] and infos["reward_note"][1] == 1.5
+    assert infos["nested"]["x"][1] == "a" and isinstance(infos["nested"]["_x"], np.ndarray)
 
 
 # ---------------------------------------------------------------------------------------------------- CTranslate2
@@ -294,6 +340,15 @@ def test_trl_reads_the_names_the_trl_reaches_set():
     assert "self.max_completion_length" in inspect.getsource(VLLMGeneration)
 
 
+def test_trl_sft_trainer_counts_tokens_in_the_attributes_count_sft_tokens_sets():
+    pytest.importorskip("trl")
+    from trl import SFTTrainer
+
+    source = inspect.getsource(SFTTrainer.compute_loss)
+    assert "self._total_train_tokens += num_tokens_in_batch // self._tp_size" in source
+    assert 'self._metrics[mode]["num_tokens"] = [self._total_train_tokens]' in source
+
+
 def test_per_token_logps_override_falls_back_to_trl(tiny_trainer):
     import torch
     from trl import GRPOTrainer
@@ -333,7 +388,7 @@ def test_weight_sync_metrics_and_fsdp_reaches_on_a_real_trainer(tiny_trainer):
     finally:
         tiny_trainer.use_vllm = False
         del tiny_trainer.vllm_generation, tiny_trainer._last_loaded_step
-    compat_trl.log_train_metric(tiny_trainer, "compat/test", 2.5)
+    compat_trl.log_metric(tiny_trainer, "compat/test", 2.5)
     assert tiny_trainer._metrics["train"]["compat/test"] == [2.5]
     del tiny_trainer._metrics["train"]["compat/test"]
     summon = compat_trl.summon_full_params(tiny_trainer)

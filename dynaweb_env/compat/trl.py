@@ -74,12 +74,29 @@ def mark_weights_synced(trainer: Any) -> None:
     trainer._last_loaded_step = trainer.state.global_step
 
 
-def log_train_metric(trainer: Any, key: str, value: float) -> None:
-    """Add ``value`` to ``trainer``'s ``key`` training metric (averaged into TRL's next log); no-op if it has none."""
+def log_metric(trainer: Any, key: str, value: float, mode: str = "train") -> None:
+    """Add ``value`` to ``trainer``'s ``key`` metric of ``mode`` (averaged into TRL's next log); no-op if it has none.
+
+    Works for TRL's ``GRPOTrainer`` and ``SFTTrainer`` alike.
+    """
     _require("logs into its trainer's metrics")
     metrics = getattr(trainer, "_metrics", None)
     if metrics is not None:
-        metrics["train"][key].append(value)
+        metrics[mode][key].append(value)
+
+
+def count_sft_tokens(trainer: Any, mode: str, tokens_in_batch: int) -> None:
+    """What TRL's ``SFTTrainer.compute_loss`` logs as ``num_tokens``: the tokens trained on so far.
+
+    Args:
+        trainer: An ``SFTTrainer`` whose ``compute_loss`` is replaced.
+        mode: ``"train"`` (``tokens_in_batch`` is added to the count) or ``"eval"``.
+        tokens_in_batch: Tokens of this batch over every process (attention mask summed).
+    """
+    _require("logs the token count as its SFTTrainer does")
+    if mode == "train":
+        trainer._total_train_tokens += tokens_in_batch // trainer._tp_size
+    trainer._metrics[mode]["num_tokens"] = [trainer._total_train_tokens]
 
 
 def summon_full_params(trainer: Any) -> Any:
@@ -112,7 +129,8 @@ __all__ = [
     "TRL_TESTED",
     "PerTokenLogpsOverride",
     "install_weight_sync",
-    "log_train_metric",
+    "count_sft_tokens",
+    "log_metric",
     "mark_weights_synced",
     "summon_full_params",
     "vllm_generate",
