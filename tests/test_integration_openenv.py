@@ -83,6 +83,13 @@ def test_environment_direct_and_bad_arguments():
     env = DynaWebEnvironment("DreamWeb-v0", **ENV_KWARGS)
     with pytest.raises(RuntimeError, match="reset"):
         env.step(WebAction(action="click [13]"))
+def test_http_step_says_to_use_the_websocket(server_url):
+    """OpenEnv's HTTP endpoints build a new env per request: /step answers 409 and names the way that works."""
+    response = httpx.post(f"{server_url}/step", json={"action": {"action": "click [13]"}}, timeout=60)
+    assert response.status_code == 409, response.text
+    assert "WebSocket" in response.json()["detail"] and "DynaWebClient" in response.json()["detail"]
+
+
     observation = env.reset(seed=0, task="miniwob.click-button", task_seed=0, unknown_column="ignored")
     assert observation.done is False and observation.reward is None and observation.axtree
     observation = env.step(WebAction(action="clik [13]"))  # malformed: an error on the page, no model call

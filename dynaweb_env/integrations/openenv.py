@@ -16,9 +16,12 @@ Connect::
             result = client.step(WebAction(action="click [13]"))
         print(result.reward, result.observation.judged)
 
-OpenEnv's ``GenericEnvClient`` works too (``client.step({"action": "click [13]"})``), but its
-60-second message timeout is shorter than a dream step on a CPU can take (40–220 s with the default
-world model): pass ``message_timeout_s``. :class:`DynaWebClient` defaults to 600 s.
+OpenEnv's HTTP ``/reset`` and ``/step`` build a new env for every request (its HTTP API is
+stateless), so an episode cannot span HTTP calls: ``/step`` answers 409 with a message saying to
+use the WebSocket client above. OpenEnv's ``GenericEnvClient`` works too
+(``client.step({"action": "click [13]"})``), but its 60-second message timeout is shorter than a
+dream step on a CPU can take (40–220 s with the default world model): pass ``message_timeout_s``.
+:class:`DynaWebClient` defaults to 600 s.
 
 ``--env RealWeb-v0`` serves real browsers; several sessions at once need RealWeb-v0 to be safe
 across threads (issue #18, item 3). Requires ``pip install 'dynaweb[openenv]'`` (``openenv-core``
@@ -98,6 +101,18 @@ class DynaWebEnvironment(Environment[WebAction, WebObservation, WebState]):
     """An OpenEnv ``Environment`` over one DynaWeb gym env.
 
     Args:
+#: Why a step without a reset fails, and what an HTTP user should do instead.
+STATELESS_HTTP_HINT = (
+    "call reset() before step(). OpenEnv's HTTP /reset and /step build a new env for every request, so an "
+    "episode cannot span HTTP calls: connect over the WebSocket (/ws), e.g. with "
+    "dynaweb_env.integrations.openenv.DynaWebClient(base_url).sync(), which keeps one env per session"
+)
+
+
+class EpisodeNotStartedError(RuntimeError):
+    """``step`` before ``reset`` in the same env (over HTTP: every ``/step``; ``make_app`` answers it with 409)."""
+
+
         env_id: ``"DreamWeb-v0"`` or ``"RealWeb-v0"``.
         **env_kwargs: Passed to ``gym.make`` (e.g. ``world_model="tiny-random"``).
 
@@ -122,7 +137,7 @@ class DynaWebEnvironment(Environment[WebAction, WebObservation, WebState]):
     def step(self, action: WebAction, timeout_s: float | None = None, **kwargs: Any) -> WebObservation:
         episode = self._episode
         if not episode.observation:
-            raise RuntimeError("call reset() before step()")
+            raise EpisodeNotStartedError(STATELESS_HTTP_HINT)
         if action.finish or episode.done:
             # A finished (or already ended) episode reports its final return again.
             reward = episode.finish()
@@ -190,7 +205,15 @@ def make_app(env_id: str = "DreamWeb-v0", max_sessions: int = 8, **env_kwargs: A
         raise ValueError(f"max_sessions must be a positive integer, got {max_sessions!r}")
     DynaWebEnvironment(env_id, **env_kwargs).close()  # bad arguments fail here, not in the first session
     factory = functools.partial(DynaWebEnvironment, env_id, **env_kwargs)
-    return create_app(factory, WebAction, WebObservation, env_name=env_id, max_concurrent_envs=max_sessions)
+    app = create_app(factory, WebAction, WebObservation, env_name=env_id, max_concurrent_envs=max_sessions)
+
+    async def episode_not_started(request: Any, error: EpisodeNotStartedError) -> Any:
+        from fastapi.responses import JSONResponse
+
+        return JSONResponse(status_code=409, content={"detail": str(error)})
+
+    app.add_exception_handler(EpisodeNotStartedError, episode_not_started)
+    return app
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -235,3 +258,5 @@ __all__ = [
     "main",
     "make_app",
 ]
+    "EpisodeNotStartedError",
+    "STATELESS_HTTP_HINT",
