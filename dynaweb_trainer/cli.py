@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -55,11 +56,29 @@ from .config import GSPOConfig, available_presets, preset_path
 DEFAULT_PRESET = "cpu-small"
 
 
+#: Where each key of the config files read so far was written: key -> "file, line N".
+_KEY_SOURCES: dict[str, str] = {}
+
+
 def _read_yaml(path: str | Path) -> dict[str, Any]:
-    with open(path, encoding="utf-8") as handle:
-        values = yaml.safe_load(handle) or {}
+    """The mapping of a YAML config file; ``ValueError`` naming the file and line for bad YAML or a non-mapping."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        values = yaml.safe_load(text) or {}
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
+        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(error, "problem", None) or str(error)
+        raise ValueError(f"config file {path}{where}: not valid YAML: {problem}") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ValueError(f"config file {path}: cannot read it: {error}") from None
     if not isinstance(values, dict):
-        raise ValueError(f"config file {path} must contain a YAML mapping")
+        raise ValueError(f"config file {path}, line 1: must be a YAML mapping of GSPOConfig fields")
+    if isinstance(node, yaml.MappingNode):
+        for key, _ in node.value:
+            _KEY_SOURCES[str(key.value)] = f"{path}, line {key.start_mark.line + 1}"
     if "use_lora" in values:  # the field's name before it took TRL's ModelConfig name (the flag keeps both)
         values.setdefault("use_peft", values.pop("use_lora"))
     return values
@@ -103,7 +122,9 @@ def parse_train_args(argv: Sequence[str] | None = None) -> GSPOConfig:
     parser.add_argument("--config", default=None, help="YAML file of GSPOConfig fields (overrides the preset).")
     unknown = parser.set_defaults_with_config(**values)
     if unknown:
-        raise ValueError(f"unknown config keys: {unknown[::2]}")
+        keys = [str(key)[2:] if str(key).startswith("--") else str(key) for key in unknown[::2]]
+        named = "; ".join(f"{_KEY_SOURCES.get(key, 'config')}: {key!r}" for key in keys)
+        raise ValueError(f"unknown config key (not a GSPOConfig field): {named}")
     config, _extra = parser.parse_args_into_dataclasses(args=argv)
     return config
 
@@ -121,6 +142,31 @@ def resume_checkpoint(args: GSPOConfig) -> str | None:
     if checkpoint is None:
         print(f"dynaweb-train: no checkpoint in {args.output_dir} yet; starting from scratch", file=sys.stderr)
     return checkpoint
+
+
+def _interrupted(trainer: Any, output_dir: str) -> int:
+    """After Ctrl-C (SIGINT) during training: save the last finished update as a checkpoint, say so; exit 130.
+
+    A second Ctrl-C while the checkpoint is written is ignored, so the checkpoint is not cut short.
+    """
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        step = trainer.state.global_step if trainer is not None else 0
+        directory = Path(output_dir) / f"checkpoint-{step}"
+        if step == 0:
+            saved = "no update had finished: nothing to save"
+        elif (directory / "trainer_state.json").is_file():
+            saved = f"{directory} was already saved"
+        else:
+            try:
+                trainer._save_checkpoint(trainer.model, trial=None)  # Trainer's own: model, optimizer, counters
+                saved = f"saved {directory}"
+            except Exception as error:  # noqa: BLE001 - reported; the earlier checkpoints stay as they were
+                saved = f"could not save a checkpoint ({type(error).__name__}: {error})"
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    print(f"\ndynaweb-train: interrupted after update {step}; {saved}; rerun with --resume to go on", file=sys.stderr)
+    return 130
 
 
 def train_main(argv: Sequence[str] | None = None) -> int:
@@ -155,11 +201,15 @@ def train_main(argv: Sequence[str] | None = None) -> int:
         flush=True,
     )
     callbacks = [SaveAtEndCallback()] + ([StopAfterStepCallback(stop)] if stop is not None else [])
-    trainer = DynaWebTrainer(args, callbacks=callbacks)
+    trainer = None
     try:
-        trainer.train(resume_from_checkpoint=checkpoint)
-    finally:
-        trainer.rollout_func.close()
+        trainer = DynaWebTrainer(args, callbacks=callbacks)
+        try:
+            trainer.train(resume_from_checkpoint=checkpoint)
+        finally:
+            trainer.rollout_func.close()
+    except KeyboardInterrupt:
+        return _interrupted(trainer, args.output_dir)
     if stop is not None and trainer.state.global_step < trainer.state.max_steps:  # no final model, no summary.json
         print(
             f"dynaweb-train: stopped after update {trainer.state.global_step} of {trainer.state.max_steps} "
