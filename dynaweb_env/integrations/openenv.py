@@ -97,10 +97,6 @@ class WebState(State):
     total_reward: float = 0.0
 
 
-class DynaWebEnvironment(Environment[WebAction, WebObservation, WebState]):
-    """An OpenEnv ``Environment`` over one DynaWeb gym env.
-
-    Args:
 #: Why a step without a reset fails, and what an HTTP user should do instead.
 STATELESS_HTTP_HINT = (
     "call reset() before step(). OpenEnv's HTTP /reset and /step build a new env for every request, so an "
@@ -113,6 +109,10 @@ class EpisodeNotStartedError(RuntimeError):
     """``step`` before ``reset`` in the same env (over HTTP: every ``/step``; ``make_app`` answers it with 409)."""
 
 
+class DynaWebEnvironment(Environment[WebAction, WebObservation, WebState]):
+    """An OpenEnv ``Environment`` over one DynaWeb gym env.
+
+    Args:
         env_id: ``"DreamWeb-v0"`` or ``"RealWeb-v0"``.
         **env_kwargs: Passed to ``gym.make`` (e.g. ``world_model="tiny-random"``).
 
@@ -252,11 +252,11 @@ __all__ = [
     "DEFAULT_CLIENT_TIMEOUT_S",
     "DynaWebClient",
     "DynaWebEnvironment",
+    "EpisodeNotStartedError",
+    "STATELESS_HTTP_HINT",
     "WebAction",
     "WebObservation",
     "WebState",
     "main",
     "make_app",
 ]
-    "EpisodeNotStartedError",
-    "STATELESS_HTTP_HINT",
