@@ -249,6 +249,10 @@ class GSPOConfig(GRPOConfig, DreamEnvSettings, LoraSettings):
             Append every training episode (dreams with the judge's reasoning, real episodes, expert replays)
             to `output_dir/episodes.jsonl` as trajectory records, tagged with the update they trained
             (:mod:`dynaweb_trainer.episode_log`).
+        memory_check (`bool`, *optional*, defaults to `True`):
+            Estimate the run's peak memory from its budgets before loading anything
+            (:func:`~dynaweb_trainer.memory.estimate_training_memory`) and refuse it, naming the flags that bring
+            it down, when it exceeds the memory available.
     """
 
     # -- GSPO defaults (differ from GRPOConfig) --------------------------------------------------
@@ -351,6 +355,10 @@ class GSPOConfig(GRPOConfig, DreamEnvSettings, LoraSettings):
     )
     save_episodes: bool = field(
         default=True, metadata={"help": "Append every training episode to output_dir/episodes.jsonl."}
+    )
+    memory_check: bool = field(
+        default=True,
+        metadata={"help": "Refuse, before loading anything, a run whose estimated peak memory exceeds the memory free."},
     )
 
     def __post_init__(self):

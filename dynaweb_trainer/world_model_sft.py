@@ -169,9 +169,9 @@ class WorldModelSFTConfig(TrajectorySFTConfig):
     > Defaults that differ from [`~trl.SFTConfig`]: `output_dir="runs/wm-sft"`, `learning_rate=2e-4` (a LoRA
     > rate), `num_train_epochs=1` (the paper trains its world models for one epoch), `max_length=3072`,
     > `per_device_train_batch_size=1` with `gradient_accumulation_steps=4` (no padding; on CPU a batch of 4
-    > examples of ~1.9k tokens needs ~20 GB for smollm2-135m, one needs ~9 GB), `gradient_checkpointing=False`
-    > (it saves memory at ~30% more time), `bf16` (autocast) where a CUDA device or the CPU (AVX-512 BF16 / AMX)
-    > supports it (`--bf16 false`: fp32), `logging_steps=1`,
+    > examples of ~1.9k tokens needs ~20 GB for smollm2-135m, one needs ~9 GB), `gradient_checkpointing=True`
+    > (one example then needs ~2-3 GB, at ~30% more time), `bf16` (autocast) where a CUDA device or the CPU
+    > (AVX-512 BF16 / AMX) supports it (`--bf16 false`: fp32), `logging_steps=1`,
     > `save_steps=5` (a CPU epoch takes hours: checkpoint often, resume with `--resume_from_checkpoint last`),
     > `save_total_limit=2`, `report_to="none"`.
     """
