@@ -358,7 +358,7 @@ class GSPOConfig(GRPOConfig, DreamEnvSettings, LoraSettings):
     )
     memory_check: bool = field(
         default=True,
-        metadata={"help": "Refuse, before loading anything, a run whose estimated peak memory exceeds the memory free."},
+        metadata={"help": "Refuse, before loading anything, a run whose estimated peak memory exceeds free memory."},
     )
 
     def __post_init__(self):

@@ -88,7 +88,8 @@ class PolicySFTConfig(TrajectorySFTConfig):
     > rate), `num_train_epochs=3`, `max_length=4096` (multi-turn episodes are long),
     > `per_device_train_batch_size=1` with `gradient_accumulation_steps=8` and `gradient_checkpointing=True` (a
     > step's memory is its episodes' activations: 8 episodes at once passed 8.8 GB, one checkpointed ~2 GB),
-    > `bf16` (autocast) where a CUDA device or the CPU (AVX-512 BF16 / AMX) supports it (`--bf16 false`: fp32), `logging_steps=1`,
+    > `bf16` (autocast) where a CUDA device or the CPU (AVX-512 BF16 / AMX) supports it (`--bf16 false`: fp32),
+    > `logging_steps=1`,
     > `save_steps=50`, `save_total_limit=2`, `report_to="none"`.
     """
 
