@@ -8,15 +8,14 @@ Command line: ``python -m dynaweb_env.models engine [refs...]``.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ..compat.ctranslate2 import convert_loaded_model
 from ..models import (
     EMBEDDED_MODELS,
     MARKER_FILE,
@@ -65,31 +64,6 @@ def is_engine_dir(path: str | os.PathLike[str]) -> bool:
     )
 
 
-@contextlib.contextmanager
-def _no_per_layer_gc() -> Iterator[None]:
-    # The transformers converter calls gc.collect() after every layer to bound the peak memory of huge
-    # models; for a 135M model that is ~95% of the conversion time (12 s of 13 s measured), and more in a
-    # trainer's large heap. The model here is small and already in memory, so the collections are skipped.
-    from ctranslate2.converters import transformers as converter_module
-
-    class _NoCollect:
-        def __getattr__(self, name: str) -> Any:
-            import gc
-
-            return getattr(gc, name)
-
-        @staticmethod
-        def collect(*args: Any) -> int:
-            return 0
-
-    saved = converter_module.gc
-    converter_module.gc = _NoCollect()
-    try:
-        yield
-    finally:
-        converter_module.gc = saved
-
-
 def convert_model(
     model: Any,
     tokenizer: Any,
@@ -120,7 +94,7 @@ def convert_model(
     Returns:
         ``target`` as a path.
     """
-    ctranslate2 = import_ctranslate2()
+    import_ctranslate2()  # a clear ImportError naming the extra when it is missing
     if logits_temperature <= 0:
         raise ValueError(f"logits_temperature must be > 0, got {logits_temperature}")
     target = Path(target)
@@ -131,16 +105,7 @@ def convert_model(
     with tempfile.TemporaryDirectory(prefix="dynaweb-ct2-config-") as config_dir:
         # The converter reads the config from a path and the model through load_model: hand it ours.
         model.config.save_pretrained(config_dir)
-
-        class InMemoryConverter(ctranslate2.converters.TransformersConverter):
-            def load_model(self, model_class, model_name_or_path, **kwargs):
-                return model
-
-            def load_tokenizer(self, tokenizer_class, model_name_or_path, **kwargs):
-                return tokenizer
-
-        with _no_per_layer_gc():
-            spec = InMemoryConverter(config_dir)._load()
+        spec = convert_loaded_model(model, tokenizer, config_dir)
     if logits_temperature != 1.0:
         projection = spec.decoder.projection
         # A new array: with tied embeddings the projection shares the embedding's tensor.
