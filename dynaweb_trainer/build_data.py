@@ -35,7 +35,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from dynaweb_env.data.shipped import TEST_SEED_MODULUS
+from dynaweb_env.data.shipped import split_of
+from dynaweb_env.data.tasks import parse_seeds
 
 from .collect import CollectConfig, collect, expert_tasks, policy_label
 from .exploration import EXPLORE_POLICY
@@ -47,23 +48,9 @@ MANIFEST_FILE = "MANIFEST.json"
 
 
 def split_of_seed(task_seed: int) -> str:
-    """``"test"`` for task seeds ``4 mod 5`` (as ``dynaweb-collect`` and the shipped data), ``"validation"``
-    for ``3 mod 5``, else ``"train"``: 60 / 20 / 20 by seed, every task in every split."""
-    residue = task_seed % TEST_SEED_MODULUS
-    return "test" if residue == TEST_SEED_MODULUS - 1 else "validation" if residue == TEST_SEED_MODULUS - 2 else "train"
-
-
-def parse_seeds(text: str) -> list[int]:
-    """Task seeds from ``"0-99"``, ``"1,5,9"`` or a mix (``"0-9,20"``); ``ValueError`` for anything else."""
-    seeds: list[int] = []
-    for part in text.split(","):
-        low, dash, high = part.strip().partition("-")
-        if not low.isdigit() or (dash and not high.isdigit()):
-            raise ValueError(f"bad seed range {part!r} in {text!r}: use e.g. 0-99 or 1,5,9")
-        seeds.extend(range(int(low), int(high or low) + 1))
-    if len(set(seeds)) != len(seeds):
-        raise ValueError(f"seeds repeat in {text!r}")
-    return seeds
+    """The large dataset's split of a task seed: :func:`~dynaweb_env.data.shipped.split_of` with ``validation``
+    (``test`` for seeds ``4 mod 5``, as ``dynaweb-collect`` and the shipped data; ``validation`` for ``3 mod 5``)."""
+    return split_of(task_seed, validation=True)
 
 
 def policies(epsilons: Sequence[float]) -> list[dict[str, Any]]:

@@ -38,61 +38,15 @@ from pathlib import Path
 from typing import Any
 
 from dynaweb_env.data.jsonl import CorruptRecordWarning, append_jsonl, iter_jsonl_lines
+from dynaweb_env.data.tasks import (  # noqa: F401 - MULTISTEP_TASKS, TASK_SUITES: their old import path
+    DEFAULT_TASKS,
+    MULTISTEP_TASKS,
+    TASK_SUITES,
+    parse_seeds,
+)
 from dynaweb_env.llm.base import SamplingParams
 
 from .policy import EXPERT_POLICY, LoadedPolicy, PolicyLoadError, load_policy
-
-#: Tasks evaluated when none are named: the MiniWoB++ tasks that have scripted experts.
-DEFAULT_TASKS: tuple[str, ...] = (
-    "miniwob.click-button", "miniwob.click-checkboxes", "miniwob.click-dialog", "miniwob.click-option",
-    "miniwob.click-tab", "miniwob.enter-password", "miniwob.enter-text", "miniwob.focus-text",
-    "miniwob.login-user",
-)  # fmt: skip
-#: The MiniWoB++ tasks with the longest scripted-expert episodes, 3 to 4 actions each (mean actions over 50
-#: episodes in ``benchmarks/results/expert_success/expert_success.json``: login-user-popup 3.96, the others 2.98-3.0). The
-#: tasks of 4 or more actions beyond these (search, email reply, booking, multi-orderings) cannot be solved
-#: through this observation and action grammar; :mod:`dynaweb_env.experts.miniwob_multistep` says why.
-MULTISTEP_TASKS: tuple[str, ...] = (
-    "miniwob.login-user-popup", "miniwob.use-autocomplete", "miniwob.login-user", "miniwob.enter-password",
-    "miniwob.click-checkboxes",
-)  # fmt: skip
-#: Named task suites (``benchmarks/paper_claims.py --suite``).
-TASK_SUITES: dict[str, tuple[str, ...]] = {"small": DEFAULT_TASKS, "multistep": MULTISTEP_TASKS}
-
-
-def parse_seeds(text: str | Sequence[str | int]) -> list[int]:
-    """Expand a seed specification into a list of task seeds.
-
-    Args:
-        text: ``"100-149"`` (inclusive range), ``"1,5,9"``, ``"0-4,10"``, or a list of such parts.
-
-    Returns:
-        The seeds in the order given, duplicates removed.
-
-    Raises:
-        ValueError: On anything else (negative seeds, reversed ranges, non-numbers).
-
-    Example:
-        >>> parse_seeds("100-102,7")
-        [100, 101, 102, 7]
-    """
-    parts = [text] if isinstance(text, (str, int)) else list(text)
-    seeds: list[int] = []
-    for part in parts:
-        for item in str(part).replace(" ", ",").split(","):
-            if not item:
-                continue
-            low, dash, high = item.partition("-")
-            try:
-                values = range(int(low), int(high) + 1) if dash else [int(low)]
-            except ValueError:
-                raise ValueError(f"bad seed {item!r}: use integers and inclusive ranges, e.g. 100-149,200") from None
-            if dash and int(high) < int(low):
-                raise ValueError(f"bad seed range {item!r}: the end is before the start")
-            seeds.extend(value for value in values if value not in seeds)
-    if not seeds:
-        raise ValueError(f"no seeds in {text!r}")
-    return seeds
 
 
 @dataclass

@@ -6,7 +6,8 @@ README): ``miniwob_small.jsonl`` the scripted experts' demonstrations (also the 
 also learns from. The dream start states are the experts of the large dataset's train split
 (:data:`~dynaweb_env.data.start_states.BUILTIN_START_STATES`, all 24 tasks).
 
-The split rule: task seeds ``4 mod 5`` (one in five) are the ``test`` split, the rest ``train``.
+The split rule (:func:`split_of`): task seeds ``4 mod 5`` (one in five) are the ``test`` split, the rest ``train``
+(the large dataset also sets seeds ``3 mod 5`` apart as ``validation``).
 Recorders write it into ``metadata["split"]``; trainers keep ``train``, evaluations ``test``.
 """
 
@@ -40,9 +41,18 @@ def real_trajectory_files() -> list[Path]:
     return [*WORLD_MODEL_TRAJECTORIES, *sorted(LARGE_DATA_DIR.glob("*/*.jsonl.xz"))]
 
 
-def split_of(task_seed: int) -> str:
-    """``"test"`` for task seeds ``4 mod 5`` (one in five), else ``"train"``."""
-    return "test" if task_seed % TEST_SEED_MODULUS == TEST_SEED_MODULUS - 1 else "train"
+def split_of(task_seed: int, *, validation: bool = False) -> str:
+    """The split of a task seed: ``"test"`` for seeds ``4 mod 5`` (one in five), else ``"train"``.
+
+    Args:
+        task_seed: The MiniWoB++ task seed.
+        validation: Also set seeds ``3 mod 5`` apart as ``"validation"`` (the large dataset's three-way split,
+            60 / 20 / 20 by seed); the test split is the same either way.
+    """
+    residue = task_seed % TEST_SEED_MODULUS
+    if residue == TEST_SEED_MODULUS - 1:
+        return "test"
+    return "validation" if validation and residue == TEST_SEED_MODULUS - 2 else "train"
 
 
 __all__ = [
