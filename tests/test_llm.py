@@ -21,7 +21,7 @@ from dynaweb_env.llm import (
     make_backend,
     parse_backend_spec,
 )
-from dynaweb_env.llm.base import cut_at_repeated_line
+from dynaweb_env.llm.base import cut_at_repeated_line, request_seeds
 from dynaweb_env.llm.openai_backend import OpenAIBackend
 from dynaweb_env.llm.transformers_backend import MIN_SHARED_PREFIX, TransformersBackend, shared_prefix_length
 
@@ -473,6 +473,7 @@ def test_openai_seeds_are_per_request_and_reproducible(server, client):
     first = client.generate([CONVERSATIONS[0]] * 3, params)
     seeds = [request["seed"] for request in server.requests]
     assert len(set(seeds)) == 3 and all(0 <= seed < 2**31 for seed in seeds)
+    assert sorted(seeds) == sorted(request_seeds(11, 3))  # the one seed rule of servers and engines
     assert [g.completion_ids for g in client.generate([CONVERSATIONS[0]] * 3, params)] == [
         g.completion_ids for g in first
     ]

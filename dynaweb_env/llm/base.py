@@ -199,6 +199,12 @@ def sequence_seeds(seed: int, count: int, *, bits: int = 62) -> list[int]:
     return [int(state) % 2**bits for state in states]
 
 
+def request_seeds(seed: int | None, count: int) -> list[int | None]:
+    """The seeds of ``count`` requests to a server or engine: :func:`sequence_seeds` in 31 bits, what every server
+    accepts; ``None`` for each when ``seed`` is ``None`` (unseeded sampling)."""
+    return [None] * count if seed is None else sequence_seeds(seed, count, bits=31)
+
+
 __all__ = [
     "Conversation",
     "SamplingParams",
@@ -208,6 +214,7 @@ __all__ = [
     "BackendUnavailableError",
     "BackendResponseError",
     "cut_at_repeated_line",
+    "request_seeds",
     "sequence_seeds",
     "validate_conversation",
 ]

@@ -37,7 +37,7 @@ from .base import (
     GenerationError,
     SamplingParams,
     cut_at_repeated_line,
-    sequence_seeds,
+    request_seeds,
     validate_conversation,
 )
 
@@ -55,11 +55,6 @@ DEFAULT_MAX_RETRIES = 2
 MAX_BACKOFF_WAIT = 10.0
 #: Largest answer body read from a server (a completion of 100k tokens with logprobs is far below it).
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
-
-
-def _request_seeds(seed: int | None, count: int) -> list[int | None]:
-    # 31-bit seeds: what every server accepts.
-    return [None] * count if seed is None else list(sequence_seeds(seed, count, bits=31))
 
 
 class OpenAIBackend:
@@ -185,7 +180,7 @@ class OpenAIBackend:
             GenerationError: If the server cannot be reached after retries or answers with an error.
         """
         messages = [validate_conversation(conversation) for conversation in conversations]
-        seeds = _request_seeds(params.seed, len(messages))
+        seeds = request_seeds(params.seed, len(messages))
         bodies = [
             {**self._sampling_fields(params, seed), "messages": conversation, "logprobs": True}
             for conversation, seed in zip(messages, seeds, strict=True)
@@ -203,7 +198,7 @@ class OpenAIBackend:
         prompts = [list(map(int, ids)) for ids in prompt_ids]
         if any(not ids for ids in prompts):
             raise ValueError("every prompt must hold at least one token id")
-        seeds = _request_seeds(params.seed, len(prompts))
+        seeds = request_seeds(params.seed, len(prompts))
         bodies = [
             {**self._sampling_fields(params, seed), "prompt": ids, "logprobs": 1}
             for ids, seed in zip(prompts, seeds, strict=True)

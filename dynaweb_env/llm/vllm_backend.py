@@ -9,12 +9,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from .base import Conversation, Generation, SamplingParams, chat_template_ids, cut_at_repeated_line, sequence_seeds
-
-
-def _request_seeds(seed: int | None, count: int) -> list[int | None]:
-    # 31-bit seeds: what every server accepts.
-    return [None] * count if seed is None else list(sequence_seeds(seed, count, bits=31))
+from .base import Conversation, Generation, SamplingParams, chat_template_ids, cut_at_repeated_line, request_seeds
 
 
 class VLLMBackend:
@@ -86,7 +81,7 @@ class VLLMBackend:
                 include_stop_str_in_output=True,
                 logprobs=1,
             )
-            for seed in _request_seeds(params.seed, len(prompts))
+            for seed in request_seeds(params.seed, len(prompts))
         ]
         outputs = self.llm.generate([TokensPrompt(prompt_token_ids=ids) for ids in prompts], sampling, use_tqdm=False)
         generations = []
