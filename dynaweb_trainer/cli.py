@@ -189,6 +189,15 @@ def train_main(argv: Sequence[str] | None = None) -> int:
         except ImportError as error:
             print(f"dynaweb-train: {error}", file=sys.stderr)
             return 2
+    if args.memory_check:
+        from .memory import MemoryBudgetError, check_training_memory
+
+        try:
+            estimate = check_training_memory(args)
+        except MemoryBudgetError as error:
+            print(f"dynaweb-train: {error}", file=sys.stderr)
+            return 2
+        print(f"dynaweb-train: estimated peak memory {estimate.describe()}", flush=True)
     checkpoint = resume_checkpoint(args)
     stop = args.stop_after_step
     if stop is not None and checkpoint is not None and checkpoint_step(checkpoint) >= stop:
