@@ -1,6 +1,6 @@
 """Compact prompts vs the paper's, fp32 vs bf16: tokens per training example and seconds per LoRA SFT step.
 
-Command (the one that produced ``benchmarks/results/prompt_compaction.json``)::
+Command (the one that produced ``benchmarks/results/prompt_compaction/prompt_compaction.json``)::
 
     python benchmarks/prompt_compaction.py --examples 3 --time world_model_patch judge \
         --variants paper-fp32 compact-fp32 compact-bf16
@@ -42,7 +42,7 @@ from dynaweb_trainer.world_model_sft import (
     load_trajectories,
 )
 
-RESULTS = Path(__file__).parent / "results" / "prompt_compaction.json"
+RESULTS = Path(__file__).parent / "results" / "prompt_compaction" / "prompt_compaction.json"
 #: What is measured: name -> the dynaweb-train-wm options that build its examples.
 KINDS = {
     "world_model_tree": {"examples": "world_model", "output_mode": "tree"},

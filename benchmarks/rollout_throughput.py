@@ -1,6 +1,6 @@
 """Rollout throughput: batched vs one episode at a time, with the raw ``generate`` ratio beside it.
 
-Command (the numbers in ``benchmarks/results/rollout_throughput.json`` come from it)::
+Command (the numbers in ``benchmarks/results/throughput/rollout_throughput.json`` come from it)::
 
     python benchmarks/rollout_throughput.py --env dream --episodes 8
 
@@ -30,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-RESULTS = Path(__file__).parent / "results"
+RESULTS = Path(__file__).parent / "results" / "throughput"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

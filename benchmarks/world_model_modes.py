@@ -1,7 +1,7 @@
 """World-model fidelity and output modes: trained vs untrained, tree vs patch, on held-out real transitions.
 
-Command (the one that produced ``benchmarks/results/world_model_modes.json`` and ``world_model_modes_eval.json``
-with its drift plot ``world_model_modes_eval.png``)::
+Command (the one that produced ``benchmarks/results/world_model_modes/world_model_modes.json`` and
+``world_model_modes_eval.json`` with its drift plot ``world_model_modes_eval.png``)::
 
     python benchmarks/world_model_modes.py --max-depth 2 --no-judge   # ~30 min on 2 CPU cores
     python benchmarks/world_model_modes.py --generate 0   # oracle token cost only, seconds
@@ -39,7 +39,7 @@ from dynaweb_env.world_model.prompts import format_world_model_target
 from dynaweb_trainer.evaluate_world_model import evaluate_world_models, parse_args
 from dynaweb_trainer.world_model_sft import is_terminal_transition
 
-RESULTS = Path(__file__).parent / "results" / "world_model_modes.json"
+RESULTS = Path(__file__).parent / "results" / "world_model_modes" / "world_model_modes.json"
 
 
 def oracle_token_cost(model: str) -> dict:
