@@ -20,9 +20,11 @@ from typing import Any
 
 from trl import SFTConfig, SFTTrainer
 
+from dynaweb_env.compat import trl as compat_trl
 from dynaweb_env.data.schema import Trajectory
 
 from .checkpoint_state import AtomicTrainerState
+from .labelled_head import score_positions
 from .model_loading import last_checkpoint
 
 #: Label of tokens left out of the loss (PyTorch's cross-entropy ``ignore_index``).
@@ -214,7 +216,8 @@ class LabelledHeadSFTTrainer(SFTTrainer):
     A web episode is ~1k tokens of system prompt and pages for a few dozen policy tokens. TRL 1.16's
     fused LM head scores every position (without Triton, i.e. on CPU, in chunks over the whole
     vocabulary), so >90% of the head's work and memory goes to positions whose label is ``-100``. On
-    CPU this override runs the backbone once and the head on the labelled positions only; the loss
+    CPU this override runs the backbone once and the head on the labelled positions only
+    (:func:`~dynaweb_trainer.labelled_head.score_positions`, as the GSPO trainer does on completions); the loss
     (summed NLL over ``num_items_in_batch``, as TRL's ``nll``) and the logged ``entropy`` /
     ``mean_token_accuracy`` are the same quantities. Anywhere else (GPU, other loss types, label
     smoothing, packing without attention mask, soft-capped logits, MoE aux loss) TRL's own
@@ -262,26 +265,9 @@ class LabelledHeadSFTTrainer(SFTTrainer):
             ).last_hidden_state
         targets = inputs["labels"][:, 1:]
         labelled = targets != IGNORE_INDEX
-        hidden, targets = hidden[:, :-1][labelled], targets[labelled]
-
-        def score(hidden_chunk, target_chunk):
-            # The head runs in its own precision (fp32 on CPU) on the few labelled positions: bf16 logits over the
-            # whole vocabulary would cost log-probability precision for almost no time.
-            logps = torch.log_softmax(head(hidden_chunk.to(head.weight.dtype)).float(), dim=-1)
-            entropy = -(logps.exp() * logps).sum(-1)
-            is_top1 = logps.argmax(-1) == target_chunk
-            return logps.gather(-1, target_chunk.unsqueeze(-1)).squeeze(-1), entropy, is_top1
-
-        pieces = []
-        for start in range(0, targets.numel(), self.head_chunk_tokens):
-            chunk = (hidden[start : start + self.head_chunk_tokens], targets[start : start + self.head_chunk_tokens])
-            if torch.is_grad_enabled():
-                pieces.append(torch.utils.checkpoint.checkpoint(score, *chunk, use_reentrant=False))
-            else:
-                pieces.append(score(*chunk))
-        logps = torch.cat([piece[0] for piece in pieces]) if pieces else hidden.new_zeros(0)
-        entropy = torch.cat([piece[1] for piece in pieces]) if pieces else hidden.new_zeros(0)
-        is_top1 = torch.cat([piece[2] for piece in pieces]) if pieces else hidden.new_zeros(0, dtype=torch.bool)
+        logps, entropy, is_top1 = score_positions(
+            head, hidden[:, :-1][labelled], targets[labelled], chunk_tokens=self.head_chunk_tokens, compute_top1=True
+        )
         num_tokens = labelled.sum() if num_items_in_batch is None else num_items_in_batch
         loss = -logps.sum() / torch.as_tensor(num_tokens).clamp(min=1)
         if self.args.average_tokens_across_devices and num_items_in_batch is not None:
@@ -292,12 +278,13 @@ class LabelledHeadSFTTrainer(SFTTrainer):
         num_valid = self.accelerator.gather_for_metrics(labelled.sum()).sum()
         entropy_sum = self.accelerator.gather_for_metrics(entropy.detach().sum()).sum()
         num_correct = self.accelerator.gather_for_metrics(is_top1.sum()).sum()
-        self._metrics[mode]["entropy"].append((entropy_sum / num_valid).item() if num_valid > 0 else 0.0)
-        self._metrics[mode]["mean_token_accuracy"].append((num_correct / num_valid).item() if num_valid > 0 else 0.0)
+        compat_trl.log_metric(self, "entropy", (entropy_sum / num_valid).item() if num_valid > 0 else 0.0, mode)
+        accuracy = (num_correct / num_valid).item() if num_valid > 0 else 0.0
+        compat_trl.log_metric(self, "mean_token_accuracy", accuracy, mode)
+        tokens_in_batch = 0
         if mode == "train":
-            num_tokens_in_batch = self.accelerator.gather_for_metrics(inputs["attention_mask"].sum()).sum().item()
-            self._total_train_tokens += num_tokens_in_batch // self._tp_size
-        self._metrics[mode]["num_tokens"] = [self._total_train_tokens]
+            tokens_in_batch = self.accelerator.gather_for_metrics(inputs["attention_mask"].sum()).sum().item()
+        compat_trl.count_sft_tokens(self, mode, tokens_in_batch)
         return loss
 
 
