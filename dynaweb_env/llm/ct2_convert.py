@@ -27,7 +27,7 @@ from ..models import (
 )
 
 #: Weight type of converted models. float32: the engine then gives the transformers reference's greedy tokens
-#: (24 of 24 world-model pages and judge verdicts on held-out data, ``benchmarks/results/engine_fidelity.json``).
+#: (24 of 24 world-model pages and judge verdicts on held-out data, ``benchmarks/results/engine/engine_fidelity.json``).
 #: ``int8`` is faster but quantizes the activations of every matrix product too (CTranslate2's ``int8`` compute
 #: type on a CPU): it changed 10 of those 24 pages (strict F1 0.86 -> 0.73) and one verdict.
 DEFAULT_QUANTIZATION = "float32"
