@@ -11,6 +11,8 @@ from __future__ import annotations
 import torch
 from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
 
+from ..compat.transformers import require_cache_layer_api
+
 #: Positions added beyond what is needed whenever a layer's buffer must grow (at least doubling it).
 GROWTH_MARGIN = 256
 
@@ -89,6 +91,7 @@ class GrowingCache(DynamicCache):
     """A ``DynamicCache`` whose layers are :class:`GrowingLayer` (no per-step copy of the cache)."""
 
     def __init__(self) -> None:
+        require_cache_layer_api()  # the layers override DynamicLayer's internals: a tested transformers only
         Cache.__init__(self, layer_class_to_replicate=GrowingLayer)
 
     @classmethod
