@@ -51,6 +51,8 @@ from typing import Any
 
 import yaml
 
+from dynaweb_env.compat import transformers as compat_transformers
+
 from .config import GSPOConfig, available_presets, preset_path
 
 DEFAULT_PRESET = "cpu-small"
@@ -159,7 +161,7 @@ def _interrupted(trainer: Any, output_dir: str) -> int:
             saved = f"{directory} was already saved"
         else:
             try:
-                trainer._save_checkpoint(trainer.model, trial=None)  # Trainer's own: model, optimizer, counters
+                compat_transformers.save_checkpoint(trainer)  # the Trainer's own: model, optimizer, counters
                 saved = f"saved {directory}"
             except Exception as error:  # noqa: BLE001 - reported; the earlier checkpoints stay as they were
                 saved = f"could not save a checkpoint ({type(error).__name__}: {error})"
