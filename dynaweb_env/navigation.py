@@ -1,7 +1,11 @@
 """Where an agent may navigate: the one URL policy of RealWeb-v0 and DreamWeb-v0.
 
 A task may be left only for the places it lives in: its web sites (hosts, optionally with a port)
-and, for local pages such as MiniWoB++, the directory its start page lies in. Everything else is
+and, for local pages such as MiniWoB++, the directory its start page lies in. What a page loads
+(frames, images, scripts, XHR, WebSockets) is held to the same places, and local pages may also load
+from the directory above their own (:meth:`NavigationPolicy.allows_resource`): RealWeb-v0 enforces it
+on every request inside Chromium (:mod:`dynaweb_env.envs.browser_guard`). Loopback and private
+addresses are places like any other: reached only when they are the task's own host. Everything else is
 refused: other hosts (cloud metadata addresses included), other local files and directory
 listings (``file:///etc/passwd``, ``file:///``), pages an agent could write itself (``data:``,
 ``blob:``, ``javascript:``), browser pages (``chrome://``, ``about:`` other than ``about:blank``),
@@ -20,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import ipaddress
 import posixpath
 import unicodedata
 from collections.abc import Sequence
@@ -52,16 +57,58 @@ def url_in_domains(url: str, domains: Sequence[str]) -> bool:
     except ValueError:  # a port that is not a number
         return False
     host = (parts.hostname or "").lower()
+    for domain_host, domain_port in _domain_parts(domains):
+        if domain_port and str(port or {"http": 80, "https": 443}[scheme]) != domain_port:
+            continue
+        # An address has no subdomains: 127.0.0.1 must not pass as a subdomain of "0.0.1".
+        subdomain = host.endswith("." + domain_host) and not _is_ip_address(host) and not _is_ip_address(domain_host)
+        if host and (host == domain_host or subdomain):
+            return True
+    return False
+
+
+def _domain_parts(domains: Sequence[str]) -> list[tuple[str, str]]:
+    """``(host, port or "")`` of each of ``domains`` (``"host"``, ``"host:port"``, a scheme prefix ignored)."""
+    parts = []
     for domain in domains:
         domain = domain.lower()
         if "://" in domain:
             domain = urlsplit(domain).netloc or domain
-        domain_host, _, domain_port = domain.partition(":")
-        if domain_port and str(port or {"http": 80, "https": 443}[scheme]) != domain_port:
+        if domain.startswith("["):  # an IPv6 address, "[::1]:8080"
+            host, _, port = domain[1:].partition("]")
+            parts.append((host, port.lstrip(":")))
+        else:
+            host, _, port = domain.partition(":")
+            parts.append((host, port))
+    return parts
+
+
+def _is_ip_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def proxy_bypass_rules(domains: Sequence[str]) -> str:
+    """``domains`` as Chromium's proxy bypass list (Playwright's ``proxy["bypass"]``): the same hosts, subdomains
+    and ports :func:`url_in_domains` admits, so that only they are reached directly.
+
+    Example:
+        >>> proxy_bypass_rules(["example.com", "localhost:7770"])
+        'example.com,.example.com,localhost:7770'
+    """
+    rules: list[str] = []
+    for host, port in _domain_parts(domains):
+        if not host:
             continue
-        if host and (host == domain_host or host.endswith("." + domain_host)):
-            return True
-    return False
+        shown = f"[{host}]" if ":" in host else host
+        suffix = f":{port}" if port else ""
+        rules.append(shown + suffix)
+        if not _is_ip_address(host) and host != "localhost":
+            rules.append(f".{host}{suffix}")
+    return ",".join(rules)
 
 
 def absolute_url(url: str, base_url: str = "") -> str:
@@ -125,10 +172,14 @@ class NavigationPolicy:
         domains: Hosts (``"example.com"`` also admits its subdomains) or ``"host:port"``.
         directories: ``file:`` directory URLs (ending in ``/``) whose files and subdirectories are allowed,
             or ``miniwob:///`` for the portable MiniWoB++ pages.
+        resource_directories: ``file:`` directory URLs a page may also load its resources and frames from
+            (never a tab's own page): the parent of each of ``directories``, where local tasks keep what
+            their pages share (MiniWoB++'s ``../core/`` and ``../common/``).
     """
 
     domains: tuple[str, ...] = ()
     directories: tuple[str, ...] = ()
+    resource_directories: tuple[str, ...] = ()
 
     @classmethod
     def for_start_url(cls, start_url: str, allowed: Sequence[str] | None = None) -> NavigationPolicy:
@@ -159,11 +210,27 @@ class NavigationPolicy:
                 directories.append("file://" + path.rstrip("/") + "/")
             else:
                 domains.append(entry)
-        return cls(tuple(domains), tuple(dict.fromkeys(directories)))
+        local = [directory[len("file://") :] for directory in directories if directory.startswith("file://")]
+        parents = ["file://" + posixpath.dirname(path.rstrip("/")).rstrip("/") + "/" for path in local]
+        return cls(tuple(domains), tuple(dict.fromkeys(directories)), tuple(dict.fromkeys(parents)))
 
     def allows(self, url: str) -> bool:
         """Whether ``url`` (absolute) may be navigated to."""
         return not self.refusal(url)
+
+    def allows_resource(self, url: str) -> bool:
+        """Whether a page may load ``url`` (absolute) as a resource or into a frame: anything :meth:`allows`, and
+        the files under :attr:`resource_directories`."""
+        if self.allows(url):
+            return True
+        try:
+            url = _as_browser_parses(url)
+            path = _file_path(url) if urlsplit(url).scheme.lower() == "file" else None
+        except ValueError:
+            return False
+        if path is None or _has_control_characters(url):
+            return False
+        return any(path.startswith(directory[len("file://") :]) for directory in self.resource_directories)
 
     def refusal(self, url: str, base_url: str = "") -> str:
         """Why navigating to ``url`` is refused (``""`` if it is allowed), in the words both envs show.
@@ -206,4 +273,11 @@ class NavigationPolicy:
         return False  # data:, blob:, javascript:, chrome:, about:..., and every other scheme
 
 
-__all__ = ["MAX_SHOWN_URL_LENGTH", "PORTABLE_SCHEME", "NavigationPolicy", "absolute_url", "url_in_domains"]
+__all__ = [
+    "MAX_SHOWN_URL_LENGTH",
+    "PORTABLE_SCHEME",
+    "NavigationPolicy",
+    "absolute_url",
+    "proxy_bypass_rules",
+    "url_in_domains",
+]

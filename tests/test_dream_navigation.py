@@ -134,10 +134,14 @@ def test_dream_and_real_refuse_in_the_same_words(real_web_env: gym.Env, start_fi
                        real_observation["axtree"], "real/0", 0, [])  # fmt: skip
     dream = _dream(start_file, PredictingBackend())
     dream.reset(options={"start_state": start})
-    for target in [*REFUSED, "chrome-extension://x/y.html", "file:///srv/a\x01b.html", "http://[::1]:8080/"]:
-        action = f"goto [{target}]"
-        real_error = real_web_env.step(action)[0]["last_action_error"]
-        dream_error = dream.step(action)[0]["last_action_error"]
-        assert real_error == dream_error and "refused" in real_error, (target, real_error, dream_error)
-    for action in ("x" * 5000, "click 12", "type [13]", "scroll [left]"):
-        assert real_web_env.step(action)[0]["last_action_error"] == dream.step(action)[0]["last_action_error"]
+    real_web_env.unwrapped.max_steps = 20  # the episode ends after max_steps: these steps must fit in one
+    try:
+        for target in [*REFUSED, "chrome-extension://x/y.html", "file:///srv/a\x01b.html", "http://[::1]:8080/"]:
+            action = f"goto [{target}]"
+            real_error = real_web_env.step(action)[0]["last_action_error"]
+            dream_error = dream.step(action)[0]["last_action_error"]
+            assert real_error == dream_error and "refused" in real_error, (target, real_error, dream_error)
+        for action in ("x" * 5000, "click 12", "type [13]", "scroll [left]"):
+            assert real_web_env.step(action)[0]["last_action_error"] == dream.step(action)[0]["last_action_error"]
+    finally:
+        real_web_env.unwrapped.max_steps = 10

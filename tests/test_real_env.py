@@ -267,7 +267,8 @@ def test_killed_browser_truncates_and_next_reset_recovers(real_web_env: gym.Env)
     observation, reward, terminated, truncated, info = real_web_env.step(f"click [{_bid(observation, 'button')}]")
     assert (reward, terminated, truncated) == (0.0, False, True)
     assert info["error"].startswith("browser failure") and observation["last_action_error"] == info["error"]
-    assert real_web_env.step("click [1]")[3] is True  # still truncated, still no exception
+    with pytest.raises(gym.error.ResetNeeded, match="the episode has ended"):  # as a dream after its end
+        real_web_env.step("click [1]")
 
     observation, _ = real_web_env.reset(options={"task": "miniwob.click-button", "task_seed": 4})
     assert real_web_env.unwrapped.browser_pids and pids[0] not in real_web_env.unwrapped.browser_pids

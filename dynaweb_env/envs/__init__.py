@@ -26,6 +26,8 @@ END_REASONS: dict[str, str] = {
     "reward_guards consistency='cut')",
     "backend_error": "a world-model or judge backend failed (a truncation; see info['backend_error'])",
     "finish": "its caller ended the dream with finish() (a host's turn cap), and it was judged then",
+    "left_task_page": "the task lives on one page and the agent left it (new_tab, go_back, goto another address): the "
+    "task ended with reward 0, as BrowserGym's MiniWoB++ ends it (info['task_error'] has its words)",
     # Named by a rollout, for an env that ended the episode without naming why (RealWeb-v0).
     "terminated": "the env terminated the episode (the task ended)",
     "truncated": "the env truncated the episode (its step limit, a browser failure)",
@@ -34,6 +36,9 @@ END_REASONS: dict[str, str] = {
     "max_tokens": "the next turn would not fit in the token budget",
     "expert": "a demonstration replayed, not a rollout",
 }
+
+#: What both envs' ``step`` raises (``gym.error.ResetNeeded``) once their episode has ended.
+EPISODE_ENDED = "the episode has ended; call reset() before step()"
 
 _LAZY = {"DreamWebEnv": ".dream", "DreamWebVectorEnv": ".dream_vector", "RealWebEnv": ".real"}
 
@@ -44,4 +49,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["END_REASONS", *_LAZY]
+__all__ = ["END_REASONS", "EPISODE_ENDED", *_LAZY]

@@ -20,6 +20,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from ..action_rules import normalize_key_combination
 from ..actions import Action
 from .browser import setup_miniwob_url
 
@@ -35,24 +36,7 @@ MAX_PAGE_ELEMENTS = 20_000
 #: The element timeout BrowserGym writes into its action functions (replaced by ``element_timeout_ms``).
 _BROWSERGYM_ELEMENT_TIMEOUT = "timeout=500"
 
-#: Key names a policy may write in lower case, mapped to Playwright's spelling.
-_KEY_NAMES = {
-    "enter": "Enter", "return": "Enter", "tab": "Tab", "escape": "Escape", "esc": "Escape",
-    "backspace": "Backspace", "delete": "Delete", "del": "Delete", "space": "Space", "home": "Home",
-    "end": "End", "pageup": "PageUp", "pagedown": "PageDown", "insert": "Insert",
-    "arrowup": "ArrowUp", "arrowdown": "ArrowDown", "arrowleft": "ArrowLeft", "arrowright": "ArrowRight",
-    "up": "ArrowUp", "down": "ArrowDown", "left": "ArrowLeft", "right": "ArrowRight",
-    "ctrl": "Control", "control": "Control", "alt": "Alt", "shift": "Shift", "meta": "Meta", "cmd": "Meta",
-    "controlormeta": "ControlOrMeta",
-}  # fmt: skip
-
 _COUNT_ELEMENTS_JS = "() => document.getElementsByTagName('*').length"
-
-
-def normalize_key_combination(keys: str) -> str:
-    """Playwright's spelling of a key combination: ``"ctrl+a"`` -> ``"Control+a"``, ``"enter"`` -> ``"Enter"``."""
-    parts = [part.strip() for part in keys.split("+")] if keys.strip() != "+" else ["+"]
-    return "+".join(_KEY_NAMES.get(part.lower(), part) if len(part) > 1 else part for part in parts)
 
 
 def to_browsergym_call(action: Action, viewport_height: int) -> str:

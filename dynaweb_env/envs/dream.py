@@ -14,6 +14,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from ..action_rules import BLANK_PAGE_AXTREE
 from ..llm.base import GenerationBackend, GenerationError
 from ..navigation import NavigationPolicy, absolute_url
 from ..observation import (
@@ -22,10 +23,17 @@ from ..observation import (
 )
 from ..spaces import MAX_TEXT_LENGTH, web_action_space, web_observation_space
 from ..world_model.consistency import page_inconsistencies, repair_page, write_typed_text_in
-from ..world_model.judge import DEFAULT_JUDGE_MAX_NEW_TOKENS, JudgeRequest, JudgeStep, TrajectoryJudge
-from ..world_model.model import DEFAULT_MAX_AXTREE_CHARS, DEFAULT_MAX_NEW_TOKENS, WebWorldModel
-from . import END_REASONS
-from .dream_episode import DreamEpisode, read_dream_action, render_dream, world_model_request
+from ..world_model.judge import JudgeRequest, JudgeStep, TrajectoryJudge
+from ..world_model.model import DEFAULT_MAX_AXTREE_CHARS, WebWorldModel
+from . import END_REASONS, EPISODE_ENDED
+from .dream_episode import (
+    DreamEpisode,
+    generation_budgets,
+    leaves_task_page,
+    read_dream_action,
+    render_dream,
+    world_model_request,
+)
 from .dream_guards import RewardGuards, gate_termination, predict_with_disagreement, score_groups
 from .dream_setup import (
     build_dynamics,
@@ -99,6 +107,7 @@ class DreamDynamics:
         infos: list[dict[str, Any]] = []
         terminated = [False] * len(episodes)
         asks: list[int] = []
+        left_page: dict[int, str] = {}  # episodes whose task ended when the action left its page
         for index, (episode, text) in enumerate(zip(staged, actions, strict=True)):
             action, shown, reasoning, error = read_dream_action(text, episode)
             episode.num_steps += 1
@@ -112,7 +121,13 @@ class DreamDynamics:
             if action.is_stop:
                 episode.answer = action.arg("answer")
                 terminated[index] = True
+            elif task_error := leaves_task_page(action, episode):  # the task ends, as BrowserGym ends it
+                terminated[index], left_page[index] = True, "left_task_page"
+                infos[index]["task_error"] = task_error
+                if action.name in ("new_tab", "go_back"):  # a blank tab is shown, as in the real browser
+                    episode.url, episode.axtree = "about:blank", BLANK_PAGE_AXTREE
             else:
+                episode.tabs += {"new_tab": 1, "close_tab": -1}.get(action.name, 0)
                 asks.append(index)
 
         failed: dict[int, str] = {}
@@ -124,13 +139,13 @@ class DreamDynamics:
         except GenerationError as error:
             predictions, disagreeing, failed = [], [], dict.fromkeys(asks, f"world model: {error}")
         predicted = zip([] if failed else asks, predictions, disagreeing, strict=True)
-        cut = self._apply_predictions(staged, predicted, terminated, infos)
+        cut = {**self._apply_predictions(staged, predicted, terminated, infos), **left_page}
         for index in failed:  # the step did not happen: the page, the count and the history stay as they were
             staged[index] = dataclasses.replace(episodes[index], steps=list(episodes[index].steps))
             infos[index]["dream_step"] = staged[index].num_steps
 
         truncated = [
-            index in failed or index in cut or (not terminated[index] and episode.num_steps >= self.dream_length)
+            index in failed or (not terminated[index] and (index in cut or episode.num_steps >= self.dream_length))
             for index, episode in enumerate(staged)
         ]
         gated = {i for i in asks if terminated[i] and self.guards.gate_termination and i not in failed}
@@ -347,6 +362,10 @@ class DreamWebEnv(gym.Env[dict[str, str], str]):
 
     - Termination: the policy issues ``stop [answer]``, or the world model marks the next page as
       terminal (``[Episode ended]``).
+    - Termination with reward 0 and no judge call: the policy left the page of a task that lives on one
+      page (MiniWoB++: ``new_tab``, ``go_back``, or ``goto`` another address), as RealWeb-v0's task ends it
+      (``end_reason="left_task_page"``, ``info["task_error"]`` in BrowserGym's words).
+    - After the end, ``step`` raises ``gym.error.ResetNeeded`` until ``reset``, as RealWeb-v0 does.
     - Reward guards may gate the world model's terminal mark, or cut a dream whose world-model samples
       disagree (truncation, ``end_reason="uncertain"``) or whose predicted page breaks page consistency
       (``end_reason="inconsistent"``).
@@ -387,7 +406,8 @@ class DreamWebEnv(gym.Env[dict[str, str], str]):
     - ``dream_length``: most steps per dream (paper: up to 5).
     - ``include_intermediate``: also start from intermediate pages of the recordings.
     - ``world_model_temperature``: world-model sampling temperature (paper: 0.7; 0 is greedy).
-    - ``max_new_tokens`` / ``judge_max_new_tokens``: generation budgets of the world model and judge.
+    - ``max_new_tokens`` / ``judge_max_new_tokens``: generation budgets of the world model and judge. Default:
+      768 / 256, or an embedded model's own (``tiny-random``, whose random weights never stop: 16).
     - ``max_axtree_chars``: character budget of the current tree in the world-model prompt.
     - ``reward_guards``: a dict of :class:`~dynaweb_env.envs.dream_guards.RewardGuards` fields, e.g.
       ``{"judge_votes": 5}`` or ``{"gate_termination": True}``. Default: none (the paper's dream).
@@ -415,8 +435,8 @@ class DreamWebEnv(gym.Env[dict[str, str], str]):
         dream_length: int = 5,
         include_intermediate: bool = True,
         world_model_temperature: float = 0.7,
-        max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
-        judge_max_new_tokens: int = DEFAULT_JUDGE_MAX_NEW_TOKENS,
+        max_new_tokens: int | None = None,
+        judge_max_new_tokens: int | None = None,
         max_axtree_chars: int = DEFAULT_MAX_AXTREE_CHARS,
         output_mode: str | None = None,
         reward_guards: RewardGuards | dict | None = None,
@@ -428,6 +448,8 @@ class DreamWebEnv(gym.Env[dict[str, str], str]):
         self.action_space = web_action_space()
         self.render_mode = render_mode
         self.dream_length = dream_length
+        budgets = generation_budgets(world_model, judge, max_new_tokens, judge_max_new_tokens)
+        max_new_tokens, judge_max_new_tokens = budgets
         #: The world model and judge, loaded on the first step that needs one (``gym.make`` stays cheap).
         self.dynamics = build_dynamics(
             world_model, judge, dream_length, world_model_temperature, max_new_tokens, judge_max_new_tokens,
@@ -445,7 +467,7 @@ class DreamWebEnv(gym.Env[dict[str, str], str]):
         if self._episode is None:
             raise gym.error.ResetNeeded("call reset() before step()")
         if self._episode.done:
-            raise gym.error.ResetNeeded("the dream has ended; call reset() before step()")
+            raise gym.error.ResetNeeded(EPISODE_ENDED)
         # Drawn on every step, model call or not, so the generator advances the same way each time.
         seed = int(self.np_random.integers(2**31 - 1))
         (result,) = self.dynamics.step([self._episode], [action], seed=seed)
@@ -468,4 +490,4 @@ class DreamWebEnv(gym.Env[dict[str, str], str]):
         return render_dream(self._episode)
 
 
-__all__ = ["DreamDynamics", "DreamEpisode", "DreamWebEnv", "END_REASONS"]
+__all__ = ["DreamDynamics", "DreamEpisode", "DreamWebEnv", "END_REASONS", "generation_budgets"]

@@ -1,4 +1,4 @@
-"""One dream's state, and how a dream reads an action: as RealWeb-v0 does, with its words.
+"""One dream's state, how a dream reads an action (as RealWeb-v0 does, with its words), and its token budgets.
 
 Split from :mod:`dynaweb_env.envs.dream` so the step logic there reads on its own.
 """
@@ -9,14 +9,15 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..action_rules import left_page_error, tab_refusal
 from ..actions import Action, read_action
 from ..axtree import parse_axtree_line
 from ..data.start_states import StartState
-from ..navigation import NavigationPolicy
+from ..navigation import NavigationPolicy, absolute_url
 from ..observation import axtree_element_ids, axtree_element_line, make_observation, render_observation
 from ..spaces import MAX_TEXT_LENGTH, fit_observation
-from ..world_model.judge import JudgeStep
-from ..world_model.model import WorldModelRequest
+from ..world_model.judge import DEFAULT_JUDGE_MAX_NEW_TOKENS, JudgeStep
+from ..world_model.model import DEFAULT_MAX_NEW_TOKENS, WorldModelRequest
 
 
 @dataclass
@@ -37,6 +38,8 @@ class DreamEpisode:
     verdict: tuple[float, dict[str, Any]] | None = None
     #: Steps whose world-model samples disagreed (``reward_guards.world_model_samples > 1``).
     uncertain_steps: int = 0
+    #: Tabs open (a dream shows one; ``new_tab`` and ``close_tab`` count, for the tab rules both envs apply).
+    tabs: int = 1
 
     @classmethod
     def begin(cls, start: StartState) -> DreamEpisode:
@@ -73,8 +76,9 @@ def read_dream_action(text: Any, episode: DreamEpisode) -> tuple[Action | None, 
 
     The text is read as RealWeb-v0 reads it (:func:`~dynaweb_env.actions.read_action`). An element
     action whose id is not in the current tree, typing into an element that takes no text (a button, a
-    link, a checkbox: :data:`NOT_FILLABLE_ROLES`), and a navigation the real env would refuse, are refused
-    here with the real env's words, so the world model is never asked to imagine them.
+    link, a checkbox: :data:`NOT_FILLABLE_ROLES`), a tab that is not open, closing the last tab
+    (:func:`~dynaweb_env.action_rules.tab_refusal`), and a navigation the real env would refuse, are
+    refused here with the real env's words, so the world model is never asked to imagine them.
     """
     read = read_action(text)
     if read.action is None:
@@ -86,8 +90,17 @@ def read_dream_action(text: Any, episode: DreamEpisode) -> tuple[Action | None, 
         node = parse_axtree_line(axtree_element_line(episode.axtree, action.element_id, MAX_TEXT_LENGTH))
         if node is not None and node.role in NOT_FILLABLE_ROLES:
             return None, read.shown, read.reasoning, NOT_FILLABLE_ERROR
-    refusal = _navigation_refusal(action, episode)
+    refusal = tab_refusal(action, episode.tabs) or _navigation_refusal(action, episode)
     return (None if refusal else action), read.shown, read.reasoning, refusal
+
+
+def leaves_task_page(action: Action, episode: DreamEpisode) -> str:
+    """Why the task ends when ``action`` runs (a MiniWoB++ task left by ``new_tab`` or ``goto``), or "".
+
+    The words are BrowserGym's, as RealWeb-v0 reports them in ``info["task_info"]["error"]``.
+    """
+    target = absolute_url(action.arg("url"), episode.url) if action.name == "goto" else ""
+    return left_page_error(action, episode.start.task_id, episode.url, target)
 
 
 _LINK_URL = re.compile(r"""\burl=(?:'([^']*)'|"([^"]*)")""")
@@ -106,6 +119,21 @@ def _navigation_refusal(action: Action, episode: DreamEpisode) -> str:
     return ""
 
 
+def generation_budgets(world_model: Any, judge: Any, max_new_tokens: int | None, judge_max_new_tokens: int | None):
+    """``(max_new_tokens, judge_max_new_tokens)`` with each ``None`` replaced by its model's default budget:
+    :data:`DEFAULT_MAX_NEW_TOKENS` / :data:`DEFAULT_JUDGE_MAX_NEW_TOKENS`, or an embedded model's own
+    (``tiny-random``: 16, :func:`~dynaweb_env.models.default_max_new_tokens`)."""
+    from ..models import default_max_new_tokens
+    from .dream_setup import WORLD_MODEL_JUDGE
+
+    judge = world_model if judge in (WORLD_MODEL_JUDGE, "world-model") else judge
+    if max_new_tokens is None:
+        max_new_tokens = default_max_new_tokens(world_model, DEFAULT_MAX_NEW_TOKENS)
+    if judge_max_new_tokens is None:
+        judge_max_new_tokens = default_max_new_tokens(judge, DEFAULT_JUDGE_MAX_NEW_TOKENS)
+    return max_new_tokens, judge_max_new_tokens
+
+
 def world_model_request(episode: DreamEpisode) -> WorldModelRequest:
     return WorldModelRequest(
         goal=episode.start.goal,
@@ -122,4 +150,11 @@ def render_dream(episode: DreamEpisode) -> str:
     return header + "\n" + render_observation(episode.observation()) + "\n"
 
 
-__all__ = ["DreamEpisode", "read_dream_action", "render_dream", "world_model_request"]
+__all__ = [
+    "DreamEpisode",
+    "generation_budgets",
+    "leaves_task_page",
+    "read_dream_action",
+    "render_dream",
+    "world_model_request",
+]

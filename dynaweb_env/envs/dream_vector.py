@@ -18,12 +18,13 @@ from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
 
 from ..llm.base import GenerationBackend
 from ..spaces import web_action_space, web_observation_space
-from ..world_model.judge import DEFAULT_JUDGE_MAX_NEW_TOKENS, TrajectoryJudge
-from ..world_model.model import DEFAULT_MAX_AXTREE_CHARS, DEFAULT_MAX_NEW_TOKENS, WebWorldModel
+from ..world_model.judge import TrajectoryJudge
+from ..world_model.model import DEFAULT_MAX_AXTREE_CHARS, WebWorldModel
 from .dream import (
     DreamEpisode,
     build_dynamics,
     choose_start_state,
+    generation_budgets,
     load_task_start_states,
     render_dream,
 )
@@ -71,8 +72,8 @@ class DreamWebVectorEnv(VectorEnv):
         dream_length: int = 5,
         include_intermediate: bool = True,
         world_model_temperature: float = 0.7,
-        max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
-        judge_max_new_tokens: int = DEFAULT_JUDGE_MAX_NEW_TOKENS,
+        max_new_tokens: int | None = None,
+        judge_max_new_tokens: int | None = None,
         max_axtree_chars: int = DEFAULT_MAX_AXTREE_CHARS,
         output_mode: str | None = None,
         reward_guards: RewardGuards | dict | None = None,
@@ -99,6 +100,8 @@ class DreamWebVectorEnv(VectorEnv):
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
         self.dream_length = dream_length
+        budgets = generation_budgets(world_model, judge, max_new_tokens, judge_max_new_tokens)
+        max_new_tokens, judge_max_new_tokens = budgets
         #: The world model and judge, loaded on the first step that needs one (``make_vec`` stays cheap).
         self.dynamics = build_dynamics(
             world_model, judge, dream_length, world_model_temperature, max_new_tokens, judge_max_new_tokens,

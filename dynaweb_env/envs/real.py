@@ -22,9 +22,10 @@ import gymnasium as gym
 import numpy as np
 
 from ..actions import Action, read_action
-from ..navigation import NavigationPolicy, absolute_url
+from ..navigation import absolute_url
 from ..observation import clean_axtree, make_observation, render_observation
 from ..spaces import fit_observation, web_action_space, web_observation_space
+from . import EPISODE_ENDED
 from .browser import browser_pid, close_browser, ensure_playwright, kill_process_tree
 from .browser_guard import BrowserGuard
 from .browser_thread import BrowserThread
@@ -75,7 +76,9 @@ class RealWebEnv(gym.Env[dict, str]):
     ``javascript:`` links) is stopped inside the browser, where the request is answered with
     "204 No Content", so the page stays as it was; a tab that still shows a refused address is
     sent back or closed. ``data:``, ``blob:``, ``javascript:`` and browser-internal addresses are
-    never navigated to.
+    never navigated to. The same policy covers every request a page makes, from the start page on:
+    frames, images, scripts, XHR/``fetch``; service workers are blocked, and WebSockets and any other
+    connection reach only the task's own hosts (:mod:`~dynaweb_env.envs.browser_guard`).
 
     ## Observation Space
 
@@ -105,7 +108,10 @@ class RealWebEnv(gym.Env[dict, str]):
 
     Terminated when the task reports it is done (MiniWoB++: after the decisive click or submit)
     or on ``stop [answer]``. Truncated after ``max_steps`` steps, or when the browser crashed or hung
-    (``info["error"]`` says why; the next ``reset`` launches a new browser).
+    (``info["error"]`` says why; the next ``reset`` launches a new browser). A MiniWoB++ task also ends
+    (reward 0) when the agent leaves its page: ``new_tab``, ``go_back``, ``goto`` another address (BrowserGym's
+    rule, :func:`~dynaweb_env.action_rules.left_page_error`). After the end, ``step`` raises
+    ``gym.error.ResetNeeded`` until ``reset``, as ``DreamWeb-v0`` does.
 
     ## Arguments
 
@@ -195,6 +201,7 @@ class RealWebEnv(gym.Env[dict, str]):
         self._step_count = 0
         self._observation: dict[str, str] | None = None
         self._broken = False  # the browser crashed or hung: relaunch at next reset
+        self._ended = False  # the episode terminated or was truncated: step() raises until reset()
         self._guard: BrowserGuard | None = None  # the episode's navigation policy and tab limit
 
     # ------------------------------------------------------------------ Gymnasium API
@@ -226,7 +233,7 @@ class RealWebEnv(gym.Env[dict, str]):
         except Exception:  # noqa: BLE001 - one retry on a fresh browser, then let the error out
             self._discard_browser()
             observation, task_info = self._in_browser(self._open_task, self.reset_timeout_s)
-        self._step_count = 0
+        self._step_count, self._ended = 0, False
         self._observation = observation
         return self._observation, self._info(task_info, error="")
 
@@ -234,12 +241,10 @@ class RealWebEnv(gym.Env[dict, str]):
         """Execute one action (or the action inside a whole policy response); never raises on bad input."""
         if self._observation is None:
             raise gym.error.ResetNeeded("call reset() before step()")
+        if self._ended:
+            raise gym.error.ResetNeeded(EPISODE_ENDED)
         self._step_count += 1
         truncated_by_limit = self._step_count >= self.max_steps
-
-        if self._broken:
-            observation = {**self._observation, "last_action_error": "the browser crashed earlier; call reset()"}
-            return observation, 0.0, False, True, self._info({}, error="browser crashed earlier")
 
         read = read_action(action, self.action_space.max_length)
         if read.action is None:
@@ -248,7 +253,7 @@ class RealWebEnv(gym.Env[dict, str]):
         try:
             outcome = self._in_browser(lambda: self._execute(parsed, read.shown), self.step_timeout_s)
         except Exception as error:  # noqa: BLE001 - any browser failure ends the episode, never the caller
-            self._broken = True
+            self._broken = self._ended = True
             message = _shorten(f"browser failure: {type(error).__name__}: {_first_line(str(error))}")
             observation = {**self._observation, "last_action": read.shown, "last_action_error": message}
             self._observation = observation
@@ -258,6 +263,7 @@ class RealWebEnv(gym.Env[dict, str]):
 
         self._observation, reward, done, task_info = outcome
         terminated = bool(done) or parsed.is_stop
+        self._ended = terminated or truncated_by_limit
         reward = float(np.clip(float(reward or 0.0), 0.0, 1.0))
         return self._observation, reward, terminated, truncated_by_limit and not terminated, self._info(task_info, "")
 
@@ -336,13 +342,15 @@ class RealWebEnv(gym.Env[dict, str]):
                 pre_observation_delay=self.pre_observation_delay,
             )
             self._browser_env_task = self._task_id
+            # Before the first reset: every request of the task's pages, from the start page on, is guarded.
+            self._guard = BrowserGuard(self._browser_env, self.allowed_domains, self.max_tabs)
         self._broken = False
+        self._guard.allowed_domains, self._guard.max_tabs = self.allowed_domains, self.max_tabs
         # Headless, nobody watches BrowserGym's chat window, a second Chromium started at every reset
         # (about a third of a reset's time and memory here): keep its messages in memory instead.
         with in_memory_chat(self.headless):
             browser_obs, browser_info = self._browser_env.reset(seed=self._task_seed)
-        policy = NavigationPolicy.for_start_url(browser_obs["url"], self.allowed_domains)
-        self._guard = BrowserGuard(self._browser_env, policy, self.max_tabs)
+        self._guard.start_episode(browser_obs["url"])
         self._goal = browser_obs.get("goal", "")
         return self._to_observation(browser_obs, "", ""), browser_info.get("task_info", {})
 
@@ -398,6 +406,7 @@ class RealWebEnv(gym.Env[dict, str]):
         return self._to_observation(browser_obs, shown, error), reward, done, task_info
 
     def _refuse(self, last_action: str, error: str, truncated: bool) -> tuple[dict, float, bool, bool, dict]:
+        self._ended = truncated
         self._observation = {**self._observation, "last_action": last_action, "last_action_error": _shorten(error)}
         return self._observation, 0.0, False, truncated, self._info({}, error="")
 
