@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import gymnasium as gym
 import numpy as np
 
+from ..action_rules import DEFAULT_MAX_TABS
 from ..actions import Action, read_action
 from ..navigation import absolute_url
 from ..observation import clean_axtree, make_observation, render_observation
@@ -166,7 +167,7 @@ class RealWebEnv(gym.Env[dict, str]):
         step_timeout_s: float = 60.0,
         reset_timeout_s: float = 120.0,
         pre_observation_delay: float = 0.5,
-        max_tabs: int = 8,
+        max_tabs: int = DEFAULT_MAX_TABS,
         max_page_elements: int = MAX_PAGE_ELEMENTS,
         render_mode: str | None = None,
     ):
