@@ -111,7 +111,8 @@ def test_listwise_mode_sends_one_prompt_per_group_in_one_call():
 
 
 def test_group_judging_options_are_checked():
-    assert RewardGuards(judge_votes=3, group_judging="votes").active == ["judge_votes", "group_judging"]
+    guards = RewardGuards(judge_votes=3, group_judging="votes")
+    assert guards.active == ["judge_votes", "group_judging", "objective_check"]
     for bad, message in (
         ({"group_judging": "rank"}, "group_judging must be one of"),
         ({"group_judging": "votes"}, "judge_votes >= 2"),
@@ -184,8 +185,13 @@ def test_dynaweb_train_passes_reward_guards_to_its_dream_envs(tmp_path):
     args = parse_train_args(["--config", str(config)])
     expected = RewardGuards(world_model_samples=3, uncertainty="discount")
     assert make_vector_env("dream", args, 1).dynamics.guards == expected
+    # The default (cpu-small) run dreams with the guards behind the best dreams-only result.
     default = parse_train_args([])
-    assert default.reward_guards is None and make_vector_env("dream", default, 1).dynamics.guards == RewardGuards()
+    best = RewardGuards(gate_termination=True, consistency="cut")
+    assert default.reward_guards == {"gate_termination": True, "consistency": "cut"}
+    assert make_vector_env("dream", default, 1).dynamics.guards == best
+    paper = parse_train_args(["--reward-guards", "none"])
+    assert paper.reward_guards is None and make_vector_env("dream", paper, 1).dynamics.guards == RewardGuards()
     for bad in ('{"judge_vote": 3}', "[1]", "{not json"):
         with pytest.raises(ValueError, match="reward_guards"):
             parse_train_args(["--reward-guards", bad])

@@ -196,11 +196,19 @@ def test_one_sft_start_can_be_shared_by_every_rl_seed(tmp_path):
 
 
 def test_dream_starts_first_is_a_dynaweb_flag_and_another_run(tmp_path):
-    paper = {run.name: run for run in claims.plan("table1", claims.make_context(claims.parse_args(["table1"])))}
+    # Table 1 as recorded: its judge was the first trained judge.
+    recorded_args = claims.parse_args(["table1", "--judge", "smollm2-135m-judge"])
+    paper = {run.name: run for run in claims.plan("table1", claims.make_context(recorded_args))}
     ctx = claims.make_context(claims.parse_args(["table1", "--dream-starts", "first", "--runs-dir", str(tmp_path)]))
     first = {run.name: run for run in claims.plan("table1", ctx)}
     assert "--include-intermediate false" in first["dynaweb-seed0"].train.command
-    assert "--include-intermediate" not in paper["dynaweb-seed0"].train.command  # the paper's runs keep their hash
+    # The paper's dream is stated in the command now (the preset's own values changed), yet keeps its hash: the
+    # directory of the run recorded in the committed Table 1.
+    assert "--include-intermediate true --dream-resamples 0" in paper["dynaweb-seed0"].train.command
+    assert "--reward-guards none" in paper["dynaweb-seed0"].train.command
+    recorded = json.loads((ROOT / "benchmarks/results/paper_claims/paper_claims_table1.json").read_text())
+    seed0 = next(run for run in recorded["runs"] if run["run"] == "dynaweb-seed0")
+    assert paper["dynaweb-seed0"].train.output_dir.name == Path(seed0["output_dirs"][1]).name
     assert "--include-intermediate" not in first["gspo-real-seed0"].train.command  # no dreams, no start states
     assert first["dynaweb-seed0"].train.output_dir.name != paper["dynaweb-seed0"].train.output_dir.name
     assert claims.aggregate("table1", list(first.values()), ctx, "cmd")["config"]["dream_starts"] == "first"

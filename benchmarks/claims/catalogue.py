@@ -82,12 +82,12 @@ def dynaweb_arm(ctx: Context, key: str, label: str, x: float | None = None, **se
         "--start-states": rel(ctx.train_data),
         "--expert-trajectories": rel(ctx.train_data),
     }
-    if ctx.reward_guards:  # in the command, so in the run's hash: other guards, another run
-        flags["--reward-guards"] = json.dumps(ctx.reward_guards, sort_keys=True, separators=(",", ":"))
-    if ctx.dream_starts == "first":  # only when set, so that the paper's runs keep their commands and hashes
-        flags["--include-intermediate"] = "false"
-    if ctx.dream_resamples:  # likewise: only when set
-        flags["--dream-resamples"] = str(ctx.dream_resamples)
+    # Always in the command, since the cpu-small preset's own values changed; the paper's dream (no guards, any
+    # page, no resamples) stays out of the run's hash (jobs.RESTATED_FLAGS), so recorded runs keep their hashes.
+    guards = json.dumps(ctx.reward_guards, sort_keys=True, separators=(",", ":")) if ctx.reward_guards else "none"
+    flags["--reward-guards"] = guards
+    flags["--include-intermediate"] = "false" if ctx.dream_starts == "first" else "true"
+    flags["--dream-resamples"] = str(ctx.dream_resamples)
     world_model = ctx.untrained_world_model if untrained else ctx.world_model
     if world_model is not None:
         flags["--world-model"] = world_model
