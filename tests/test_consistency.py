@@ -203,7 +203,7 @@ def test_guard_cut_ends_the_dream_unjudged(start_file):  # noqa: F811
     assert "[5] textbox 'Kay' value='Kay'" in observation["axtree"]  # the page as dreamed, for the record
     assert (reward, terminated, truncated, info["end_reason"]) == (0.0, False, True, "inconsistent")
     assert backend.calls == ["wm"] and len(info["world_model_inconsistencies"]) == 2
-    assert RewardGuards.parse({"consistency": "cut"}).active == ["consistency"]
+    assert RewardGuards.parse({"consistency": "cut"}).active == ["consistency", "objective_check"]
     with pytest.raises(ValueError, match="consistency must be one of"):
         RewardGuards.parse({"consistency": "fix"})
 
@@ -233,7 +233,7 @@ def test_guard_keep_typed_text_writes_the_typed_text_in(start_file):  # noqa: F8
     observation, _, _, _, info = env.step("click [7]")  # drawn empty again: the text stays
     assert "[5] textbox 'name' value='Kay'" in observation["axtree"]
     assert info["world_model_omissions"] == ["[5] changed without an action on it to '', a real page shows 'Kay'"]
-    assert RewardGuards.parse({"keep_typed_text": True}).active == ["keep_typed_text"]
+    assert RewardGuards.parse({"keep_typed_text": True}).active == ["keep_typed_text", "objective_check"]
     with pytest.raises(ValueError, match="keep_typed_text must be a bool"):
         RewardGuards.parse({"keep_typed_text": "yes"})
 

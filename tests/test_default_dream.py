@@ -154,3 +154,64 @@ def test_more_envs_reuse_the_loaded_models():
         assert (env.dynamics.world_model.backend, env.dynamics.judge.backend) == models
     assert models[0] is models[1]  # one spec, one model: the world model's and the judge's
     assert _rss_gb() - after_one < 0.25
+
+
+# --- the objective check (reward_guards.objective_check, on by default) --------------------------------------
+
+FORM = "RootWebArea 'Enter Text Task', focused\n\t[14] textbox ''\n\t[15] button 'Submit', focused"
+BOXES = "RootWebArea 'Boxes'\n\t[18] checkbox 'ab', checked='true'\n\t[21] checkbox 'cd', checked='false'\n" + (
+    "\t[27] button 'Submit'"
+)
+
+
+def test_unmet_objective_finds_what_an_explicit_objective_left_undone():
+    from dynaweb_env.world_model.grounding import unmet_objective
+
+    goal = 'Enter "Briana" into the text field and press Submit.'
+    submit = ["[15] button 'Submit'"]
+    assert unmet_objective(goal, ["click [15]"], submit, FORM) == [
+        "the objective's text 'Briana' is typed nowhere"
+    ]  # a Submit on the empty form
+    assert unmet_objective(goal, ["type [14] [briana] [0]", "click [15]"], ["[14] textbox ''", *submit], FORM) == []
+    assert unmet_objective('Enter "b" and press Submit.', ["click [15]"], submit, FORM)  # "b" is not in "submit"
+    assert unmet_objective('Click on the "Submit" button.', ["click [15]"], submit, FORM) == []  # it names an element
+    boxes = unmet_objective("Select ab, cd and click Submit.", ["click [27]"], ["[27] button 'Submit'"], BOXES)
+    assert boxes == ["checkbox 'cd', which the objective names, is not checked"]
+
+
+def test_unmet_objective_holds_on_the_shipped_real_trajectories():
+    """Measured on every shipped real trajectory: it flags few successes and many failures."""
+    from dynaweb_env.data.io import iter_trajectories
+    from dynaweb_env.data.shipped import real_trajectory_files
+    from dynaweb_env.observation import action_target
+    from dynaweb_env.world_model.grounding import unmet_objective
+
+    flagged = {True: [0, 0], False: [0, 0]}
+    for path in real_trajectory_files():
+        for trajectory in iter_trajectories(path):
+            acted = [step for step in trajectory.steps if step.action.strip()]
+            targets = [action_target(step.action, step.axtree) for step in acted]
+            unmet = unmet_objective(trajectory.goal, [s.action for s in acted], targets, trajectory.steps[-1].axtree)
+            flagged[trajectory.success][0] += bool(unmet)
+            flagged[trajectory.success][1] += 1
+    assert flagged[True][1] > 1000 and flagged[True][0] / flagged[True][1] < 0.005
+    assert flagged[False][0] / flagged[False][1] > 0.25
+
+
+def test_the_objective_check_withholds_a_success_by_default(start_file):
+    backend = _Verdicts()  # the judge says SUCCESS to everything
+    form = {"task_id": "miniwob.enter-text", "goal": 'Enter "Kay" and press Submit.', "url": "file:///f.html",
+            "axtree": FORM}  # fmt: skip
+    env = DreamWebEnv(world_model=backend, judge=backend, start_states=start_file)
+    assert env.dynamics.guards.objective_check and env.dynamics.judge.objective_check
+    env.reset(seed=0, options={"start_state": form})
+    _, reward, _, _, info = env.step("stop [done]")  # nothing typed: the judge's SUCCESS is withheld
+    assert reward == 0.0 and info["judged"] and info["objective_unmet"] and info["judge_reward"] == 0.0
+    assert "withheld" in info["judge_reasoning"]
+    env.reset(seed=0)
+    _, reward, _, _, info = env.step("stop [ONE]")  # no text field, no checkbox: nothing to check
+    assert reward == 1.0 and "objective_unmet" not in info
+    paper = DreamWebEnv(world_model=backend, judge=backend, start_states=start_file,
+                        reward_guards={"objective_check": False})  # fmt: skip
+    paper.reset(seed=0, options={"start_state": form})
+    assert paper.step("stop [done]")[1] == 1.0

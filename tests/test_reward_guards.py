@@ -71,9 +71,11 @@ def dream(start_file, backend, **guards) -> DreamWebEnv:  # noqa: F811
 
 
 def test_guards_default_off_and_bad_options_are_clear_errors():
-    assert RewardGuards.parse(None) == RewardGuards() and RewardGuards().active == []
+    assert RewardGuards.parse(None) == RewardGuards() and RewardGuards().active == ["objective_check"]  # the default
+    assert RewardGuards(objective_check=False).active == []  # the paper's dream
     guards = RewardGuards.parse({"judge_votes": 3, "gate_termination": True})
-    assert guards.active == ["judge_votes", "gate_termination"] and RewardGuards.parse(guards) is guards
+    assert guards.active == ["judge_votes", "gate_termination", "objective_check"]
+    assert RewardGuards.parse(guards) is guards
     for bad, message in (
         ({"judge_vote": 3}, "unknown reward_guards"),
         ({"judge_votes": 0}, "judge_votes"),

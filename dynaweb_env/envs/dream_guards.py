@@ -3,8 +3,15 @@
 A dream's reward is only as good as the world model that draws its pages and the judge that reads
 them. Measured on replayed dreams (``benchmarks/dream_rewards.py``), both err in ways a policy learns
 to exploit: the world model declares a half-done form finished and the judge calls it SUCCESS. Each
-guard below is an option of ``DreamWeb-v0`` (``reward_guards={...}``); all are off by default, and
-which to turn on is to be chosen by measurement (``benchmarks/dream_rewards.py --guards ...``).
+guard below is an option of ``DreamWeb-v0`` (``reward_guards={...}``); all but the objective check are off by
+default, and which to turn on is to be chosen by measurement (``benchmarks/dream_rewards.py --guards ...``,
+``benchmarks/default_rewards.py --env-kwargs ...``).
+
+- **Objective check** (``objective_check``, on by default): a SUCCESS whose trajectory left an explicit requirement
+  of the objective undone (a quoted text typed nowhere, a checkbox the objective names unchecked:
+  :func:`~dynaweb_env.world_model.grounding.unmet_objective`) earns 0, with ``info["objective_unmet"]``. On the
+  held-out pages of ``benchmarks/default_rewards.py`` the trained judge paid a Submit on an unfilled form on 6 of 24
+  tasks; the check withholds those and, on the shipped real trajectories, 5 of 1,672 successes (partial credit).
 
 - **Judge self-consistency** (``judge_votes=K``): the judge samples ``K`` verdicts and abstains
   unless all agree; an abstention earns reward 0 and ``info["judge_abstained"] = True``, so a
@@ -67,7 +74,7 @@ DISAGREEMENT_SIGNALS = ("terminal", "page")
 
 @dataclass(frozen=True)
 class RewardGuards:
-    """The reward guards of a dream env (defaults: all off, the paper's dream).
+    """The reward guards of a dream env (defaults: all off but ``objective_check``).
 
     Args:
         judge_votes: Judge verdicts per dream (``1``: one greedy verdict). ``K > 1``: abstain unless all agree.
@@ -84,6 +91,7 @@ class RewardGuards:
             group together (the host calls ``judge_groups``); not with ``gate_termination``, which needs a
             verdict of one dream at the step it ends.
         world_model_retries: Redraws of a malformed world-model output (``0``: none).
+        objective_check: Withhold a SUCCESS that leaves an explicit requirement of the objective undone (default on).
     """
 
     judge_votes: int = 1
@@ -97,6 +105,7 @@ class RewardGuards:
     keep_typed_text: bool = False
     group_judging: str = "off"
     world_model_retries: int = 0
+    objective_check: bool = True
 
     def __post_init__(self) -> None:
         for name in ("judge_votes", "world_model_samples"):
@@ -118,6 +127,8 @@ class RewardGuards:
             raise ValueError(f"reward_guards.uncertainty_discount must be in [0, 1], got {self.uncertainty_discount!r}")
         if not isinstance(self.gate_termination, bool):
             raise ValueError(f"reward_guards.gate_termination must be a bool, got {self.gate_termination!r}")
+        if not isinstance(self.objective_check, bool):
+            raise ValueError(f"reward_guards.objective_check must be a bool, got {self.objective_check!r}")
         if not isinstance(self.keep_typed_text, bool):
             raise ValueError(f"reward_guards.keep_typed_text must be a bool, got {self.keep_typed_text!r}")
         if self.consistency not in CONSISTENCY_MODES:
@@ -171,6 +182,8 @@ class RewardGuards:
             on.append("keep_typed_text")
         if self.group_judging != "off":
             on.append("group_judging")
+        if self.objective_check:
+            on.append("objective_check")
         return on
 
     def to_dict(self) -> dict[str, Any]:
@@ -195,6 +208,8 @@ class RewardGuards:
         info["judged"] = verdict.error is None
         if verdict.votes:
             info.update(judge_abstained=verdict.abstained, judge_votes=list(verdict.votes))
+        if verdict.unmet:
+            info["objective_unmet"] = list(verdict.unmet)
         if uncertain_steps:
             info["world_model_uncertain_steps"] = uncertain_steps
         return self.uncertain_reward(verdict.reward, uncertain_steps)
@@ -301,11 +316,14 @@ def with_retries(world_model: WebWorldModel, guards: RewardGuards) -> WebWorldMo
 
 
 def with_votes(judge: TrajectoryJudge, guards: RewardGuards) -> TrajectoryJudge:
-    """A ready judge as given, or (``guards.judge_votes > 1``) a copy voting that many times."""
-    if guards.judge_votes == 1:
+    """A ready judge as given, or a copy voting ``guards.judge_votes`` times (when > 1) and checking the objective
+    as ``guards.objective_check`` says."""
+    if guards.judge_votes == 1 and judge.objective_check == guards.objective_check:
         return judge
     voting = copy.copy(judge)
-    voting.votes, voting.vote_temperature = guards.judge_votes, guards.judge_vote_temperature
+    if guards.judge_votes > 1:
+        voting.votes, voting.vote_temperature = guards.judge_votes, guards.judge_vote_temperature
+    voting.objective_check = guards.objective_check
     return voting
 
 

@@ -188,7 +188,7 @@ def build_dynamics(
             judge_backend, style = backend(judge), model_prompt_style(judge)
         return TrajectoryJudge(
             judge_backend, sampling=sampling, prompt_style=style, votes=guards.judge_votes,
-            vote_temperature=guards.judge_vote_temperature,
+            vote_temperature=guards.judge_vote_temperature, objective_check=guards.objective_check,
         )  # fmt: skip
 
     from .dream import DreamDynamics  # here, not at the top: dream.py imports this module

@@ -17,11 +17,27 @@ match instead of leaving it to the model:
 Both are computed from the trajectory alone, by one rule with nothing task-specific, so they read the same on
 a live site as on MiniWoB++. They are evidence, not a verdict: the judge still decides (a task may name an
 element only by description, or need an element it does not name, such as an unnamed text field).
+
+The 135M judge still calls a Submit on an empty form a success when the notes say otherwise (issue 48: 10 of the
+24 wrong actions of ``benchmarks/default_rewards.py`` were paid). :func:`unmet_objective` states two requirements
+that an objective makes explicit and that a trajectory can be checked against without judgement, for
+``TrajectoryJudge(objective_check=True)`` (``reward_guards={"objective_check": ...}``) to withhold a SUCCESS that
+leaves one unmet:
+
+- **Quoted text** (``Enter "Briana" ...``) on a page with a text field, unless it names an element of the page or
+  one acted on: some ``type`` typed it, a field of the final page holds it, or an acted-on element's name holds it
+  (a picked autocomplete entry);
+- **Named checkboxes and radio buttons** (``Select yobHFFp, 6yzfh6u and click Submit``) are checked on the final
+  page.
+
+On the shipped real trajectories (every split, experts and exploration) it flags 42 of 147 failures and 5 of 1,672
+successes (click-checkboxes scored with partial credit: a box left unticked).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from ..actions import parse_action
 from ..axtree import parse_axtree, parse_axtree_line
@@ -93,6 +109,51 @@ def objective_elements(axtree: str, objective: str, limit: int = MAX_OBJECTIVE_E
     return lines
 
 
+#: Roles that hold typed text, and roles that are checked.
+TEXT_FIELD_ROLES = frozenset({"textbox", "searchbox", "combobox", "spinbutton"})
+CHECKABLE_ROLES = frozenset({"checkbox", "radio"})
+
+
+def unmet_objective(objective: str, actions: Sequence[str], targets: Sequence[str], final_axtree: str) -> list[str]:
+    """What the trajectory left undone of the objective's explicit requirements (see the module docstring).
+
+    Args:
+        objective: The task's goal.
+        actions: Every action of the trajectory, in order.
+        targets: The tree line each acted on (``""`` for none), as :attr:`JudgeStep.target` holds it.
+        final_axtree: The final page.
+
+    Returns:
+        One line per unmet requirement (``[]``: none found; that is no proof of success).
+    """
+    nodes = parse_axtree(final_axtree)
+    acted = [node for node in map(parse_axtree_line, [t for t in targets if t]) if node is not None]
+    names = {_normalise(node.name) for node in [*nodes, *acted] if node.bid is not None and node.name.strip()}
+    typed = []
+    for action in actions:
+        try:
+            parsed = parse_action(action)
+        except ValueError:
+            continue
+        if parsed.name == "type" and len(parsed.args) > 1:
+            typed.append(_normalise(parsed.args[1]))
+    unmet = []
+    if any(node.role in TEXT_FIELD_ROLES for node in [*nodes, *acted]):
+        held = typed + [_normalise(node.value or "") for node in nodes if node.role in TEXT_FIELD_ROLES]
+        picked = [_normalise(node.name) for node in acted]  # a picked entry ("El Salvador" for "starts with El S")
+        for quoted in re.findall(r'"([^"]+)"', objective):
+            text = _normalise(quoted)
+            if not text or text in names or any(text in value for value in held):
+                continue
+            if len(text) < MIN_NAME_CHARS or not any(text in name for name in picked):  # "b" is in "submit"
+                unmet.append(f"the objective's text {quoted!r} is typed nowhere")
+    for node in nodes:
+        checkable = node.bid is not None and node.role in CHECKABLE_ROLES and named_in_objective(node.name, objective)
+        if checkable and str(node.attributes.get("checked", "")).lower() != "true":
+            unmet.append(f"{node.role} {node.name!r}, which the objective names, is not checked")
+    return unmet
+
+
 def format_objective_elements(axtree: str, objective: str) -> str:
     """The prompt section listing :func:`objective_elements` (``"None"`` when the page names none)."""
     return "\n".join(objective_elements(axtree, objective)) or "None"
@@ -105,4 +166,5 @@ __all__ = [
     "named_in_objective",
     "objective_elements",
     "step_grounding",
+    "unmet_objective",
 ]

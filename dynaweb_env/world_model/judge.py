@@ -31,7 +31,7 @@ from ..actions import parse_action
 from ..data.schema import Step, Trajectory
 from ..llm.base import Conversation, GenerationBackend, GenerationError, SamplingParams
 from ..observation import action_target, truncate_axtree
-from .grounding import format_objective_elements, step_grounding
+from .grounding import format_objective_elements, step_grounding, unmet_objective
 from .prompts import check_prompt_style, is_compact_style
 
 #: Default token budget of one verdict (reasoning plus the verdict line).
@@ -130,6 +130,8 @@ class JudgeVerdict:
         error: Why the verdict could not be read, ``None`` if it could.
         votes: With self-consistency (``votes > 1``), every vote's reward in order; ``()`` otherwise.
         abstained: The votes split, so the judge gives no verdict (``reward`` is then ``0.0``).
+        unmet: With ``objective_check``, the objective's explicit requirements a SUCCESS left undone
+            (:func:`~dynaweb_env.world_model.grounding.unmet_objective`); the reward is then ``0.0``.
     """
 
     reward: float
@@ -138,6 +140,7 @@ class JudgeVerdict:
     error: str | None = None
     votes: tuple[float, ...] = ()
     abstained: bool = False
+    unmet: tuple[str, ...] = ()
 
 
 def format_judge_input(
@@ -331,6 +334,9 @@ class TrajectoryJudge:
             ``sampling``. ``K > 1``: ``K`` verdicts at ``vote_temperature`` in the same backend call; the
             judge abstains (:attr:`JudgeVerdict.abstained`, reward 0) unless all ``K`` agree.
         vote_temperature: Sampling temperature of the votes (greedy votes would always agree).
+        objective_check: Withhold a SUCCESS whose trajectory left one of the objective's explicit requirements
+            undone (quoted text typed nowhere, a named checkbox unchecked:
+            :func:`~dynaweb_env.world_model.grounding.unmet_objective`): reward 0, :attr:`JudgeVerdict.unmet`.
     """
 
     def __init__(
@@ -341,6 +347,7 @@ class TrajectoryJudge:
         prompt_style: str = "paper",
         votes: int = 1,
         vote_temperature: float = 0.7,
+        objective_check: bool = False,
     ):
         if not callable(getattr(backend, "generate", None)):
             raise ValueError(f"backend must implement GenerationBackend.generate, got {type(backend).__name__}")
@@ -358,6 +365,7 @@ class TrajectoryJudge:
         self.prompt_style = check_prompt_style(prompt_style)
         self.votes = votes
         self.vote_temperature = vote_temperature
+        self.objective_check = bool(objective_check)
 
     def judge(self, requests: Sequence[JudgeRequest], seed: int | None = None) -> list[JudgeVerdict]:
         """Judge every trajectory with one batched backend call (none for an empty batch).
@@ -387,13 +395,29 @@ class TrajectoryJudge:
             if verdict.error and generation.finish_reason == "length":
                 verdict = dataclasses.replace(verdict, error=verdict.error + " (generation hit the token limit)")
             verdicts.append(verdict)
-        if self.votes == 1:
-            return verdicts
-        return [tally_votes(verdicts[i : i + self.votes]) for i in range(0, len(verdicts), self.votes)]
+        if self.votes > 1:
+            verdicts = [tally_votes(verdicts[i : i + self.votes]) for i in range(0, len(verdicts), self.votes)]
+        if self.objective_check:
+            verdicts = [check_objective(request, verdict) for request, verdict in zip(requests, verdicts, strict=True)]
+        return verdicts
 
     def __repr__(self) -> str:
         name = getattr(self.backend, "model_name", type(self.backend).__name__)
-        return f"TrajectoryJudge({name!r}, prompt_style={self.prompt_style!r}, votes={self.votes})"
+        check = ", objective_check=True" if self.objective_check else ""
+        return f"TrajectoryJudge({name!r}, prompt_style={self.prompt_style!r}, votes={self.votes}{check})"
+
+
+def check_objective(request: JudgeRequest, verdict: JudgeVerdict) -> JudgeVerdict:
+    """A SUCCESS withheld (reward 0, :attr:`JudgeVerdict.unmet`) when the trajectory left an explicit requirement of
+    its objective undone; any other verdict as it is."""
+    if verdict.reward < 0.5:
+        return verdict
+    actions = [step.action for step in request.steps]
+    unmet = unmet_objective(request.goal, actions, [step.target for step in request.steps], request.final_axtree)
+    if not unmet:
+        return verdict
+    reasoning = f"SUCCESS withheld: {'; '.join(unmet)} (the judge said: {verdict.reasoning})"
+    return dataclasses.replace(verdict, reward=0.0, reasoning=reasoning, unmet=tuple(unmet))
 
 
 def tally_votes(votes: Sequence[JudgeVerdict]) -> JudgeVerdict:
@@ -421,6 +445,7 @@ __all__ = [
     "JUDGE_TARGETS",
     "TrajectoryJudge",
     "build_judge_messages",
+    "check_objective",
     "judge_system_prompt",
     "tally_votes",
     "format_judge_input",
