@@ -27,6 +27,7 @@ from typing import Any
 
 from ..action_rules import tab_refusal
 from ..actions import Action
+from ..compat import browsergym as compat_browsergym
 from ..navigation import NavigationPolicy, proxy_bypass_rules
 
 # The URL a click on an element would open: its own or its enclosing link's href.
@@ -231,7 +232,7 @@ class BrowserGuard:
             except Exception:  # noqa: BLE001 - the refusal is reported either way
                 pass
         if changed:
-            self.browser_env._active_page_check()
+            compat_browsergym.check_active_page(self.browser_env)
         return changed
 
     @property

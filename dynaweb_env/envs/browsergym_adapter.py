@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -22,6 +22,7 @@ import gymnasium as gym
 
 from ..action_rules import normalize_key_combination
 from ..actions import Action
+from ..compat import browsergym as compat_browsergym
 from .browser import setup_miniwob_url
 
 #: Most accessibility-tree nodes kept before flattening (the text is cut to the observation limit after).
@@ -32,9 +33,6 @@ MAX_AXTREE_DEPTH = 200
 #: extraction grows faster than the page: here 3,000 buttons took 6 s, 10,000 took 21 s and 360 MB of Python memory,
 #: 40,000 took 145 s and 1.2 GB, past the step watchdog (2 shared CPU cores).
 MAX_PAGE_ELEMENTS = 20_000
-
-#: The element timeout BrowserGym writes into its action functions (replaced by ``element_timeout_ms``).
-_BROWSERGYM_ELEMENT_TIMEOUT = "timeout=500"
 
 _COUNT_ELEMENTS_JS = "() => document.getElementsByTagName('*').length"
 
@@ -143,9 +141,7 @@ def _choose_chat(*args: Any, **kwargs: Any) -> Any:
 @contextmanager
 def in_memory_chat(enabled: bool) -> Iterator[None]:
     """Make BrowserGym envs reset on the calling thread keep their chat in memory (``enabled``) or open its window."""
-    import browsergym.core.env as browsergym_env
-
-    browsergym_env.Chat = _choose_chat  # installed once; the choice is per thread, so envs on threads agree
+    compat_browsergym.set_chat_factory(_choose_chat)  # the choice is per thread, so envs on threads agree
     previous, _chat_choice.in_memory = getattr(_chat_choice, "in_memory", False), enabled
     try:
         yield
@@ -180,33 +176,32 @@ def make_browser_env(
     action_set = HighLevelActionSet(subsets=["chat", "infeas", "bid", "coord", "nav", "tab"], strict=True)
 
     def to_python_code(action: str) -> str:
-        # BrowserGym's action functions pass a literal ``timeout=500`` to every element operation.
-        return action_set.to_python_code(action).replace(_BROWSERGYM_ELEMENT_TIMEOUT, f"timeout={element_timeout_ms}")
+        return compat_browsergym.set_element_timeout(action_set.to_python_code(action), element_timeout_ms)
 
     env = gym.make(f"browsergym/{task_id}", disable_env_checker=True, action_mapping=to_python_code, **kwargs).unwrapped
-    full_extraction = env._get_obs
 
-    def bounded_extraction() -> dict:
-        # Counting elements is one DOM call; extracting a huge page is what must not happen.
-        try:
-            elements = int(env.page.evaluate(_COUNT_ELEMENTS_JS))
-        except Exception:  # noqa: BLE001 - a page in the middle of navigating: BrowserGym's own retries handle it
-            elements = 0
-        if elements <= max_page_elements:
-            return full_extraction()
-        return _oversized_page_observation(env, elements, max_page_elements)
+    def bounded(full_extraction: Callable[[], dict]) -> Callable[[], dict]:
+        def bounded_extraction() -> dict:
+            # Counting elements is one DOM call; extracting a huge page is what must not happen.
+            try:
+                elements = int(env.page.evaluate(_COUNT_ELEMENTS_JS))
+            except Exception:  # noqa: BLE001 - a page in the middle of navigating: BrowserGym's own retries handle it
+                elements = 0
+            if elements <= max_page_elements:
+                return full_extraction()
+            return _oversized_page_observation(env, elements, max_page_elements)
 
-    env._get_obs = bounded_extraction
+        return bounded_extraction
+
+    compat_browsergym.wrap_observation(env, bounded)
     return env
 
 
 def _oversized_page_observation(env: Any, elements: int, limit: int) -> dict:
-    from browsergym.core.env import _try_to_extract_legacy_goal
-
     title = env.page.title()[:200]
     note = f"this page has {elements} elements, more than the {limit} an observation may show"
     return {
-        "goal": _try_to_extract_legacy_goal(env.goal_object),
+        "goal": compat_browsergym.legacy_goal(env.goal_object),
         "url": env.page.url,
         "axtree_text": f"RootWebArea {title!r}\n\tStaticText {note!r}",
         "last_action_error": env.last_action_error,

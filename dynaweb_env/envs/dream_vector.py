@@ -16,6 +16,7 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
 
+from ..compat.gymnasium import add_vector_info
 from ..llm.base import GenerationBackend
 from ..spaces import web_action_space, web_observation_space
 from ..world_model.judge import TrajectoryJudge
@@ -133,7 +134,7 @@ class DreamWebVectorEnv(VectorEnv):
             episode = DreamEpisode.begin(start)
             self._episodes[index] = episode
             self._autoreset[index] = False
-            infos = self._add_info(infos, episode.reset_info(), int(index))
+            infos = add_vector_info(self, infos, episode.reset_info(), int(index))
         return self._gather_observations(), infos
 
     def step(
@@ -156,7 +157,7 @@ class DreamWebVectorEnv(VectorEnv):
                 stepping.append(index)
             elif self.autoreset_mode == AutoresetMode.NEXT_STEP and self._autoreset[index]:
                 restarts[index] = DreamEpisode.begin(choose_start_state(self.start_states, self._env_rngs[index], None))
-                infos = self._add_info(infos, restarts[index].reset_info(), index)
+                infos = add_vector_info(self, infos, restarts[index].reset_info(), index)
             else:
                 raise ValueError(
                     f"sub-env {index} has ended; with autoreset_mode=DISABLED reset it with "
@@ -168,7 +169,7 @@ class DreamWebVectorEnv(VectorEnv):
             results = self.dynamics.step([self._episodes[i] for i in stepping], [actions[i] for i in stepping], seed)
             for index, (_, reward, terminated, truncated, info) in zip(stepping, results, strict=True):
                 rewards[index], terminations[index], truncations[index] = reward, terminated, truncated
-                infos = self._add_info(infos, info, index)
+                infos = add_vector_info(self, infos, info, index)
         for index, restarted in restarts.items():
             self._episodes[index] = restarted
         self._autoreset = terminations | truncations

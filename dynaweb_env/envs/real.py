@@ -23,6 +23,7 @@ import numpy as np
 
 from ..action_rules import DEFAULT_MAX_TABS
 from ..actions import Action, read_action
+from ..compat import browsergym as compat_browsergym
 from ..navigation import absolute_url
 from ..observation import clean_axtree, make_observation, render_observation
 from ..spaces import fit_observation, web_action_space, web_observation_space
@@ -401,8 +402,8 @@ class RealWebEnv(gym.Env[dict, str]):
         task_info = browser_info.get("task_info", {})
         if guard.send_back_refused_pages():
             # The task judged the tab a refused navigation left behind: judge the page it was sent back to.
-            reward, done, _, task_info = self._browser_env._task_validate()
-            browser_obs = {**browser_obs, **self._browser_env._get_obs()}
+            reward, done, _, task_info = compat_browsergym.validate_task(self._browser_env)
+            browser_obs = {**browser_obs, **compat_browsergym.observe(self._browser_env)}
         error = guard.error or browser_obs.get("last_action_error", "")
         return self._to_observation(browser_obs, shown, error), reward, done, task_info
 
