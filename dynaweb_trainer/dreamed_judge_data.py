@@ -4,9 +4,9 @@ A trained judge learns from real final pages, but in ``DreamWeb-v0`` it reads pa
 two differ where it matters: after a policy types a password without pressing Login, the world model may draw
 the form greyed out as if submitted (``disabled=True``), a page the judge never saw in real data. Replayed on
 their real pages, the policy's dreams showed it: a judge at 0.93 on real held-out pages agreed with the real
-outcome of only 0.72 of them (``benchmarks/results/dreams_only_gate_termination/dream_rewards.json``). This module builds the
-missing data, each record a trajectory (schema of :mod:`dynaweb_env.data.schema`, ``source="dream"``) whose final
-page was dreamed and whose label is real:
+outcome of only 0.72 of them (``benchmarks/results/dreams_only_gate_termination/dream_rewards.json``). This module
+builds the missing data, each record a trajectory (schema of :mod:`dynaweb_env.data.schema`, ``source="dream"``)
+whose final page was dreamed and whose label is real:
 
 - **Real trajectories, final page re-dreamed** (:func:`dream_final_pages`): for each trajectory, as recorded and,
   for a success, cut before its last action (a failure), the world model draws the page after the last kept

@@ -35,7 +35,8 @@ Engine defaults: the shipped adapters are frozen models (world model, judge), so
 the CTranslate2 engine wherever it is installed; ``transformers`` stays the reference and the fallback.
 The engine copies are float32: they give the reference's greedy tokens, where int8 matrix products change
 the world models' pages (on held-out transitions the tree world model loops until the token limit,
-``benchmarks/results/world_model_rank_cut/wm_tree_rank8*.json``, and the patch world model's strict F1 falls from 0.86 to 0.73,
+``benchmarks/results/world_model_rank_cut/wm_tree_rank8*.json``, and the patch world model's strict F1 falls from
+0.86 to 0.73,
 ``benchmarks/results/engine/engine_fidelity.json``). ``make_backend("ct2:<ref>", quantization="int8")`` asks for
 int8 all the same. Write ``transformers:smollm2-135m-judge`` for the
 reference, or set ``DYNAWEB_ENGINE=transformers`` to make every bare name resolve to it
