@@ -62,7 +62,7 @@ class _Engine:
 #: ~48 tokens a transition (384 allowed), a judge verdict and a policy turn at most 64. The plan must not depend
 #: on what earlier calls generated (a seeded call's samples depend on its grouping), so this is a constant.
 #: Costed at 256 steps instead, 8 dream pages went into calls of up to four and the batched dream step took
-#: 1.2x as long (``benchmarks/engine_plan.py``: 48.6 / 45.1 s vs 40.1 / 36.1 s).
+#: 1.2x as long (``benchmarks/probes/engine_plan.py``: 48.6 / 45.1 s vs 40.1 / 36.1 s).
 EXPECTED_NEW_TOKENS = 64
 
 
