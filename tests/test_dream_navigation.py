@@ -65,7 +65,7 @@ def start_file(tmp_path) -> str:
 
 
 def _dream(start_file: str, backend: PredictingBackend, **kwargs) -> DreamWebEnv:
-    return DreamWebEnv(world_model=backend, start_states=start_file, dream_length=20, **kwargs)
+    return DreamWebEnv(world_model=backend, judge="world_model", start_states=start_file, dream_length=20, **kwargs)
 
 
 @pytest.mark.parametrize("target", REFUSED)

@@ -347,7 +347,8 @@ class DreamWebEnv(gym.Env[dict[str, str], str]):
 
     ## Starting State
 
-    A start state drawn uniformly (with ``self.np_random``) from the start-state set. ``reset``
+    A start state drawn uniformly (with ``self.np_random``) from the start-state set (by default the shipped
+    one: the experts' pages of the large dataset's train split, all 24 MiniWoB++ tasks). ``reset``
     options pin it: ``{"start_state": StartState | dict}``, or ``{"task": id, "task_seed": n}``
     (optionally ``"step_index": k``), so a group of rollouts can share one start state. At an
     intermediate state, ``last_action`` shows the recorded action that led to it.
@@ -355,8 +356,12 @@ class DreamWebEnv(gym.Env[dict[str, str], str]):
     ## Rewards
 
     0 on every non-final step. On the final step, the judge's verdict in {0, 1}; a dream that
-    took no valid action scores 0 without a judge call. ``reward_guards`` (off by default) make it
-    harder to game (:mod:`~dynaweb_env.envs.dream_guards`).
+    took no valid action scores 0 without a judge call. A judge that gives no verdict (no ``VERDICT`` line, its
+    token limit hit, its backend failed) gives reward 0 with ``info["judged"] = False`` and ``info["judge_error"]``
+    saying why: that 0 is no verdict, and a trainer should not read it as one. ``reward_guards``
+    (:mod:`~dynaweb_env.envs.dream_guards`) make it harder to game; one is on by default, the objective check: a
+    SUCCESS whose trajectory left an explicit requirement of the objective undone (a quoted text typed nowhere, a
+    named checkbox unchecked) earns 0 with ``info["objective_unmet"]``.
 
     ## Episode End
 
@@ -382,7 +387,9 @@ class DreamWebEnv(gym.Env[dict[str, str], str]):
     ``info`` carries ``task_id``, ``source="dream"``, ``trajectory_id``, ``start_step_index`` (of
     the start state in its recording), ``dream_step``, ``changes`` (the predicted Δ),
     ``world_model_error`` (``""`` if the output was well-formed), ``judged`` (the reward is the
-    dream's verdict: final steps without a backend failure) and, on the final step, ``end_reason``,
+    dream's verdict: ``True`` on a final step whose judge gave a readable verdict, or that needed none; ``False``
+    before the end, after a backend failure, and when the judge's output held no verdict) and, on the final step,
+    ``end_reason``,
     ``judge_reasoning`` and ``judge_error``; with the reward guards also ``judge_abstained`` and
     ``judge_votes`` (votes), ``world_model_disagreement`` (on a step whose samples disagreed),
     ``world_model_uncertain_steps`` and ``termination_gated``; with group-relative judging a finished dream
@@ -400,8 +407,10 @@ class DreamWebEnv(gym.Env[dict[str, str], str]):
       ``"patch"`` (edits of the current tree, :mod:`dynaweb_env.world_model.patch`). Default: the
       named world model's own mode if it records one, else ``"tree"``; ``"patch"`` when no world model is
       named.
-    - ``judge``: backend spec, backend or ``TrajectoryJudge``; ``None`` uses the world model's backend.
-    - ``start_states``: a trajectory JSONL file or directory; ``None`` for the shipped MiniWoB++ set.
+    - ``judge``: backend spec, backend or ``TrajectoryJudge``. Default (``None``): the shipped trained judge
+      ``"smollm2-135m-judge-dagger"`` (:data:`~dynaweb_env.models.DEFAULT_JUDGE`), prompted in its ``grounded``
+      style. ``"world_model"``: the world model's own backend judges (the paper's one-LLM setting).
+    - ``start_states``: a trajectory JSONL file or directory; ``None`` for the shipped MiniWoB++ set (24 tasks).
     - ``tasks``: keep only these task ids.
     - ``dream_length``: most steps per dream (paper: up to 5).
     - ``include_intermediate``: also start from intermediate pages of the recordings.
@@ -410,7 +419,8 @@ class DreamWebEnv(gym.Env[dict[str, str], str]):
       768 / 256, or an embedded model's own (``tiny-random``, whose random weights never stop: 16).
     - ``max_axtree_chars``: character budget of the current tree in the world-model prompt.
     - ``reward_guards``: a dict of :class:`~dynaweb_env.envs.dream_guards.RewardGuards` fields, e.g.
-      ``{"judge_votes": 5}`` or ``{"gate_termination": True}``. Default: none (the paper's dream).
+      ``{"judge_votes": 5}`` or ``{"gate_termination": True}``. Default: only ``objective_check``;
+      ``{"objective_check": False}`` is the paper's dream.
     - ``render_mode``: ``None`` or ``"ansi"``.
 
     A model named by a spec is prompted in the style it was trained on (``model_prompt_style``).
@@ -421,7 +431,9 @@ class DreamWebEnv(gym.Env[dict[str, str], str]):
 
     ## Version History
 
-    - v0: Initial version. Later, without changing defaults: ``reward_guards``; prompt styles.
+    - v0: Initial version. Later, without changing defaults: ``reward_guards``; prompt styles. Then (issue 48)
+      the defaults changed: the trained judge (was the world model's backend), start states of all 24 tasks (were
+      9), the objective check, and ``judged`` is ``False`` for a judge output without a verdict.
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 1}

@@ -84,6 +84,9 @@ class WebObservation(Observation):
     last_action_error: str = ""
     truncated: bool = Field(default=False, description="the episode ended by a step limit")
     judged: bool = Field(default=False, description="reward is the dream's verdict (DreamWeb-v0)")
+    judge_error: str = Field(
+        default="", description="why the dream's judge gave no verdict (then judged is false and the reward 0 is none)"
+    )
     info: dict[str, Any] = Field(default_factory=dict, description="the env's info dict (JSON values only)")
 
 
@@ -94,6 +97,7 @@ class WebState(State):
     task_id: str = ""
     done: bool = False
     judged: bool = False
+    judge_error: str = ""
     total_reward: float = 0.0
 
 
@@ -155,6 +159,7 @@ class DynaWebEnvironment(Environment[WebAction, WebObservation, WebState]):
             task_id=str(episode.info.get("task_id", "")),
             done=episode.done,
             judged=episode.judged,
+            judge_error=str(episode.info.get("judge_error", "")),
             total_reward=episode.reward,
         )
 
@@ -170,6 +175,7 @@ class DynaWebEnvironment(Environment[WebAction, WebObservation, WebState]):
             reward=reward,
             truncated=truncated,
             judged=bool(info.get("judged", False)),
+            judge_error=str(info.get("judge_error", "")),
             info=jsonable_info(info),
         )
 
