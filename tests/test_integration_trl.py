@@ -10,6 +10,7 @@ pytest.importorskip("trl", reason="needs the train extra: pip install 'dynaweb[t
 
 from transformers import AutoTokenizer  # noqa: E402
 
+from dynaweb_env.data.shipped import EXPERT_TRAJECTORIES  # noqa: E402
 from dynaweb_env.integrations.trl import (  # noqa: E402
     DreamWebTools,
     dreamweb_environment_factory,
@@ -106,7 +107,9 @@ def test_grpo_trainer_step_with_environment_factory(tmp_path):
         generation_kwargs={"sequence_bias": _forced_tool_call_bias(tokenizer, call)},
     )
     created: list[DreamWebTools] = []
-    factory = dreamweb_environment_factory(**{**ENV_KWARGS, "dream_length": 3})
+    # The small shipped set, whose click-button pages all hold the [13] the forced tool call clicks.
+    small = str(EXPERT_TRAJECTORIES)
+    factory = dreamweb_environment_factory(**{**ENV_KWARGS, "dream_length": 3, "start_states": small})
 
     def make_tools() -> DreamWebTools:
         created.append(factory())
@@ -115,7 +118,7 @@ def test_grpo_trainer_step_with_environment_factory(tmp_path):
     trainer = GRPOTrainer(
         model=model,
         args=args,
-        train_dataset=dreamweb_prompts(2, seed=0, tasks=["miniwob.click-button"]),
+        train_dataset=dreamweb_prompts(2, seed=0, tasks=["miniwob.click-button"], start_states=small),
         environment_factory=make_tools,
     )
     trainer.train()
