@@ -18,7 +18,8 @@ from openenv.core import GenericEnvClient  # noqa: E402
 
 from dynaweb_env.integrations.openenv import DynaWebClient, DynaWebEnvironment, WebAction, main  # noqa: E402
 
-ENV_KWARGS = {"world_model": "tiny-random", "max_new_tokens": 8, "judge_max_new_tokens": 4, "dream_length": 3}
+ENV_KWARGS = {"world_model": "tiny-random", "judge": "world_model", "max_new_tokens": 8, "judge_max_new_tokens": 4,
+              "dream_length": 3}  # fmt: skip
 
 
 def _free_port() -> int:
@@ -63,10 +64,13 @@ def test_typed_client_plays_a_dream_to_a_judged_end(server_url):
         while not result.done:
             result = client.step(WebAction(action="click [13]"))
             steps += 1
-        assert steps == 3 and result.observation.truncated and result.observation.judged
-        assert result.reward == 0.0 and result.observation.info["end_reason"] == "dream_length"
+        assert steps == 3 and result.observation.truncated and result.reward == 0.0
+        assert result.observation.info["end_reason"] == "dream_length"
+        # The random judge wrote no verdict: reported as such, not as a verdict of 0.
+        assert not result.observation.judged and result.observation.judge_error
         state = client.state()
-        assert state.done and state.judged and state.step_count == 3 and state.task_id == "miniwob.click-button"
+        assert state.done and not state.judged and state.judge_error and state.step_count == 3
+        assert state.task_id == "miniwob.click-button"
 
 
 def test_generic_client_and_finish_on_demand(server_url):
@@ -75,14 +79,10 @@ def test_generic_client_and_finish_on_demand(server_url):
         result = client.step({"action": "click [13]"})
         assert result.done is False and result.observation["judged"] is False
         result = client.step({"finish": True})  # a host's turn cap: end and judge now
-        assert result.done is True and result.observation["judged"] is True
+        assert result.done is True and result.observation["judged"] is False and result.observation["judge_error"]
         assert result.observation["info"]["end_reason"] == "finish"
 
 
-def test_environment_direct_and_bad_arguments():
-    env = DynaWebEnvironment("DreamWeb-v0", **ENV_KWARGS)
-    with pytest.raises(RuntimeError, match="reset"):
-        env.step(WebAction(action="click [13]"))
 def test_http_step_says_to_use_the_websocket(server_url):
     """OpenEnv's HTTP endpoints build a new env per request: /step answers 409 and names the way that works."""
     response = httpx.post(f"{server_url}/step", json={"action": {"action": "click [13]"}}, timeout=60)
@@ -90,6 +90,10 @@ def test_http_step_says_to_use_the_websocket(server_url):
     assert "WebSocket" in response.json()["detail"] and "DynaWebClient" in response.json()["detail"]
 
 
+def test_environment_direct_and_bad_arguments():
+    env = DynaWebEnvironment("DreamWeb-v0", **ENV_KWARGS)
+    with pytest.raises(RuntimeError, match="reset"):
+        env.step(WebAction(action="click [13]"))
     observation = env.reset(seed=0, task="miniwob.click-button", task_seed=0, unknown_column="ignored")
     assert observation.done is False and observation.reward is None and observation.axtree
     observation = env.step(WebAction(action="clik [13]"))  # malformed: an error on the page, no model call
