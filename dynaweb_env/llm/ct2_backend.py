@@ -23,7 +23,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .base import Conversation, Generation, GenerationError, SamplingParams, chat_template_ids, checked_prompt_ids
+from .base import (
+    Conversation,
+    Generation,
+    GenerationError,
+    SamplingParams,
+    chat_template_ids,
+    checked_prompt_ids,
+    request_seeds,
+)
 from .ct2_convert import (
     DEFAULT_QUANTIZATION,
     ENGINE_INFO_FILE,
@@ -31,7 +39,7 @@ from .ct2_convert import (
     is_engine_dir,
     prepare_engine_model,
 )
-from .transformers_backend import sequence_seeds, shared_prefix_length, stop_text
+from .transformers_backend import shared_prefix_length, stop_text
 
 DEFAULT_MAX_BATCH_SIZE = 16
 #: Fewest leading tokens a batch's prompts must share before they become the engine's static prompt.
@@ -317,7 +325,8 @@ class CT2Backend:
             if seeded:
                 engine = self._seeded_engine()
                 stack.enter_context(_SEED_LOCK)
-                self._ct2.set_random_seed(sequence_seeds(params.seed, 1, bits=31)[0])
+                (engine_seed,) = request_seeds(params.seed, 1)  # the seed a server would get for this call
+                self._ct2.set_random_seed(engine_seed)
             results: list[Generation | None] = [None] * len(prompts)
             shared = shared_prefix_length(prompts) if len(prompts) > 1 else 0
             rests = [len(ids) - shared for ids in prompts]
