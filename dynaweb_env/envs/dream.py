@@ -15,7 +15,7 @@ from typing import Any
 import gymnasium as gym
 
 from ..action_rules import BLANK_PAGE_AXTREE
-from ..llm.base import GenerationBackend, GenerationError
+from ..llm.base import GenerationError
 from ..navigation import NavigationPolicy, absolute_url
 from ..observation import (
     action_target,
@@ -24,7 +24,7 @@ from ..observation import (
 from ..spaces import MAX_TEXT_LENGTH, web_action_space, web_observation_space
 from ..world_model.consistency import page_inconsistencies, repair_page, write_typed_text_in
 from ..world_model.judge import JudgeRequest, JudgeStep, TrajectoryJudge
-from ..world_model.model import DEFAULT_MAX_AXTREE_CHARS, WebWorldModel
+from ..world_model.model import WebWorldModel
 from . import END_REASONS, EPISODE_ENDED
 from .dream_episode import (
     DreamEpisode,
@@ -35,11 +35,14 @@ from .dream_episode import (
     world_model_request,
 )
 from .dream_guards import RewardGuards, gate_termination, predict_with_disagreement, score_groups
-from .dream_setup import (
+from .dream_setup import (  # noqa: F401  (build_dynamics, load_task_start_states, resolve_world_model: re-exported)
+    RENDER_MODES,
+    DreamSettings,
     build_dynamics,
     choose_start_state,
     load_task_start_states,
-    resolve_world_model,  # noqa: F401  (re-exported: its home before dream_setup)
+    resolve_world_model,
+    takes_dream_settings,
 )
 
 
@@ -397,33 +400,9 @@ class DreamWebEnv(gym.Env[dict[str, str], str]):
 
     ## Arguments
 
-    - ``world_model``: backend spec (string or dict) for :func:`dynaweb_env.llm.make_backend`, a
-      backend, or a ready ``WebWorldModel`` (whose own sampling then applies instead of the
-      arguments below). Default: the shipped world model of ``output_mode``, and with neither named
-      ``"smollm2-135m-wm-patch"`` (:data:`~dynaweb_env.models.DEFAULT_WORLD_MODEL`: the embedded model with
-      the LoRA adapter ``dynaweb-train-wm`` trained on the large MiniWoB++ data); ``"smollm2-135m-wm"`` is
-      the shipped tree-mode one, ``"smollm2-135m"`` the same model untrained.
-    - ``output_mode``: what the world model writes: ``"tree"`` (the paper's next tree) or
-      ``"patch"`` (edits of the current tree, :mod:`dynaweb_env.world_model.patch`). Default: the
-      named world model's own mode if it records one, else ``"tree"``; ``"patch"`` when no world model is
-      named.
-    - ``judge``: backend spec, backend or ``TrajectoryJudge``. Default (``None``): the shipped trained judge
-      ``"smollm2-135m-judge-dagger"`` (:data:`~dynaweb_env.models.DEFAULT_JUDGE`), prompted in its ``grounded``
-      style. ``"world_model"``: the world model's own backend judges (the paper's one-LLM setting).
-    - ``start_states``: a trajectory JSONL file or directory; ``None`` for the shipped MiniWoB++ set (24 tasks).
-    - ``tasks``: keep only these task ids.
-    - ``dream_length``: most steps per dream (paper: up to 5).
-    - ``include_intermediate``: also start from intermediate pages of the recordings.
-    - ``world_model_temperature``: world-model sampling temperature (paper: 0.7; 0 is greedy).
-    - ``max_new_tokens`` / ``judge_max_new_tokens``: generation budgets of the world model and judge. Default:
-      768 / 256, or an embedded model's own (``tiny-random``, whose random weights never stop: 16).
-    - ``max_axtree_chars``: character budget of the current tree in the world-model prompt.
-    - ``reward_guards``: a dict of :class:`~dynaweb_env.envs.dream_guards.RewardGuards` fields, e.g.
-      ``{"judge_votes": 5}`` or ``{"gate_termination": True}``. Default: only ``objective_check``;
-      ``{"objective_check": False}`` is the paper's dream.
-    - ``render_mode``: ``None`` or ``"ansi"``.
-
-    A model named by a spec is prompted in the style it was trained on (``model_prompt_style``).
+    The keyword arguments of :class:`~dynaweb_env.envs.dream_setup.DreamSettings`, documented there: the world
+    model and judge, start states and tasks, ``dream_length``, sampling and generation budgets, ``reward_guards``,
+    ``render_mode``.
 
     Models are loaded on the first step that needs them, so ``gym.make`` is cheap. The sampling seed
     of every model call is drawn from ``self.np_random``: the same seed and actions with
@@ -436,38 +415,18 @@ class DreamWebEnv(gym.Env[dict[str, str], str]):
       9), the objective check, and ``judged`` is ``False`` for a judge output without a verdict.
     """
 
-    metadata = {"render_modes": ["ansi"], "render_fps": 1}
+    metadata = {"render_modes": list(RENDER_MODES), "render_fps": 1}
 
-    def __init__(
-        self,
-        world_model: str | dict | GenerationBackend | WebWorldModel | None = None,
-        judge: str | dict | GenerationBackend | TrajectoryJudge | None = None,
-        start_states: str | None = None,
-        tasks: list[str] | None = None,
-        dream_length: int = 5,
-        include_intermediate: bool = True,
-        world_model_temperature: float = 0.7,
-        max_new_tokens: int | None = None,
-        judge_max_new_tokens: int | None = None,
-        max_axtree_chars: int = DEFAULT_MAX_AXTREE_CHARS,
-        output_mode: str | None = None,
-        reward_guards: RewardGuards | dict | None = None,
-        render_mode: str | None = None,
-    ):
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}, got {render_mode!r}")
+    @takes_dream_settings
+    def __init__(self, **settings: Any):
+        #: The arguments it was made with, checked.
+        self.settings = DreamSettings.of(type(self).__name__, settings)
         self.observation_space = web_observation_space()
         self.action_space = web_action_space()
-        self.render_mode = render_mode
-        self.dream_length = dream_length
-        budgets = generation_budgets(world_model, judge, max_new_tokens, judge_max_new_tokens)
-        max_new_tokens, judge_max_new_tokens = budgets
+        self.render_mode = self.settings.render_mode
+        self.dream_length = self.settings.dream_length
         #: The world model and judge, loaded on the first step that needs one (``gym.make`` stays cheap).
-        self.dynamics = build_dynamics(
-            world_model, judge, dream_length, world_model_temperature, max_new_tokens, judge_max_new_tokens,
-            max_axtree_chars, output_mode, reward_guards,
-        )  # fmt: skip
-        self.start_states = load_task_start_states(start_states, tasks, include_intermediate)
+        self.dynamics, self.start_states = self.settings.build()
         self._episode: DreamEpisode | None = None
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):

@@ -1,22 +1,26 @@
 """How a dream env is set up: its arguments checked, its world model named, its start states chosen.
 
 Shared by :class:`~dynaweb_env.envs.dream.DreamWebEnv` and
-:class:`~dynaweb_env.envs.dream_vector.DreamWebVectorEnv`, so the two envs accept the same
-arguments and start from the same pages.
+:class:`~dynaweb_env.envs.dream_vector.DreamWebVectorEnv`: both take the keyword arguments of
+:class:`DreamSettings` (:func:`takes_dream_settings`), so they accept the same arguments and start
+from the same pages.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+import inspect
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..data.start_states import StartState, load_start_states, sample_start_state
 from ..llm.base import GenerationBackend, SamplingParams
 from ..world_model.judge import TrajectoryJudge
-from ..world_model.model import WebWorldModel
+from ..world_model.model import DEFAULT_MAX_AXTREE_CHARS, WebWorldModel
+from .dream_episode import generation_budgets
 from .dream_guards import RewardGuards, with_retries, with_votes
 
 if TYPE_CHECKING:
@@ -24,6 +28,99 @@ if TYPE_CHECKING:
 
 #: The ``judge`` that makes the world model's own backend judge (the paper's one-LLM setting), in its prompt style.
 WORLD_MODEL_JUDGE = "world_model"
+#: The render modes of both dream envs.
+RENDER_MODES = ("ansi",)
+
+
+@dataclasses.dataclass(frozen=True)
+class DreamSettings:
+    """The keyword arguments of ``DreamWeb-v0``, single (``gym.make``) and vectorized (``gym.make_vec``).
+
+    Args:
+        world_model: Backend spec (string or dict) for :func:`dynaweb_env.llm.make_backend`, a backend, or a
+            ready ``WebWorldModel`` (whose own sampling then applies instead of the arguments below). Default:
+            the shipped world model of ``output_mode``, and with neither named ``"smollm2-135m-wm-patch"``
+            (:data:`~dynaweb_env.models.DEFAULT_WORLD_MODEL`: the embedded model with the LoRA adapter
+            ``dynaweb-train-wm`` trained on the large MiniWoB++ data); ``"smollm2-135m-wm"`` is the shipped
+            tree-mode one, ``"smollm2-135m"`` the same model untrained.
+        judge: Backend spec, backend or ``TrajectoryJudge``. Default (``None``): the shipped trained judge
+            ``"smollm2-135m-judge-dagger"`` (:data:`~dynaweb_env.models.DEFAULT_JUDGE`), prompted in its
+            ``grounded`` style. ``"world_model"``: the world model's own backend judges (the paper's one-LLM
+            setting).
+        start_states: A trajectory JSONL file or directory; ``None`` for the shipped MiniWoB++ set (24 tasks).
+        tasks: Keep only these task ids.
+        dream_length: Most steps per dream (paper: up to 5).
+        include_intermediate: Also start from intermediate pages of the recordings.
+        world_model_temperature: World-model sampling temperature (paper: 0.7; 0 is greedy).
+        max_new_tokens: Generation budget of the world model. Default: 768, or an embedded model's own
+            (``tiny-random``, whose random weights never stop: 16).
+        judge_max_new_tokens: Generation budget of the judge. Default: 256, or an embedded model's own.
+        max_axtree_chars: Character budget of the current tree in the world-model prompt (0: no limit).
+        output_mode: What the world model writes: ``"tree"`` (the paper's next tree) or ``"patch"`` (edits of
+            the current tree, :mod:`dynaweb_env.world_model.patch`). Default: the named world model's own mode
+            if it records one, else ``"tree"``; ``"patch"`` when no world model is named.
+        reward_guards: A :class:`~dynaweb_env.envs.dream_guards.RewardGuards` or a dict of its fields, e.g.
+            ``{"judge_votes": 5}`` or ``{"gate_termination": True}``. Default: only ``objective_check``;
+            ``{"objective_check": False}`` is the paper's dream.
+        render_mode: ``None`` or ``"ansi"``.
+
+    A model named by a spec is prompted in the style it was trained on (``model_prompt_style``).
+
+    Raises:
+        ValueError: If ``render_mode`` is not ``None`` or ``"ansi"``; :meth:`build` checks the rest.
+    """
+
+    world_model: str | dict | GenerationBackend | WebWorldModel | None = None
+    judge: str | dict | GenerationBackend | TrajectoryJudge | None = None
+    start_states: str | None = None
+    tasks: list[str] | None = None
+    dream_length: int = 5
+    include_intermediate: bool = True
+    world_model_temperature: float = 0.7
+    max_new_tokens: int | None = None
+    judge_max_new_tokens: int | None = None
+    max_axtree_chars: int = DEFAULT_MAX_AXTREE_CHARS
+    output_mode: str | None = None
+    reward_guards: RewardGuards | dict | None = None
+    render_mode: str | None = None
+
+    def __post_init__(self):
+        if self.render_mode is not None and self.render_mode not in RENDER_MODES:
+            raise ValueError(f"render_mode must be None or one of {list(RENDER_MODES)}, got {self.render_mode!r}")
+
+    @classmethod
+    def of(cls, env: str, settings: dict[str, Any]) -> DreamSettings:
+        """The settings an env named ``env`` was given (``TypeError`` naming the unknown keywords, and the known)."""
+        known = [field.name for field in dataclasses.fields(cls)]
+        unknown = sorted(set(settings) - set(known))
+        if unknown:
+            raise TypeError(f"{env} got unexpected keyword argument(s) {unknown}; it takes {known}")
+        return cls(**settings)
+
+    def build(self) -> tuple[DreamDynamics, list[StartState]]:
+        """The dynamics (models built on first use: cheap) and the start states, every argument checked now.
+
+        Raises:
+            ValueError: If an argument is out of range, a spec is malformed, or a task is unknown.
+        """
+        budgets = generation_budgets(self.world_model, self.judge, self.max_new_tokens, self.judge_max_new_tokens)
+        dynamics = build_dynamics(
+            self.world_model, self.judge, self.dream_length, self.world_model_temperature, *budgets,
+            self.max_axtree_chars, self.output_mode, self.reward_guards,
+        )  # fmt: skip
+        return dynamics, load_task_start_states(self.start_states, self.tasks, self.include_intermediate)
+
+
+def takes_dream_settings(init: Callable) -> Callable:
+    """Show ``init(self, ..., **settings)`` with the fields of :class:`DreamSettings` as its keyword-only
+    parameters (``inspect.signature``, ``help``), after its own: the one list of both dream envs' keywords."""
+    own = [param for param in inspect.signature(init).parameters.values() if param.kind != param.VAR_KEYWORD]
+    fields = [
+        inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, default=field.default, annotation=field.type)
+        for field in dataclasses.fields(DreamSettings)
+    ]
+    init.__signature__ = inspect.Signature(own + fields)  # type: ignore[attr-defined]
+    return init
 
 
 def validate_dream_kwargs(
@@ -198,11 +295,14 @@ def build_dynamics(
 
 
 __all__ = [
+    "RENDER_MODES",
     "WORLD_MODEL_JUDGE",
+    "DreamSettings",
     "build_dynamics",
     "choose_start_state",
     "load_task_start_states",
     "resolve_judge",
     "resolve_world_model",
+    "takes_dream_settings",
     "validate_dream_kwargs",
 ]

@@ -17,19 +17,9 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
 
 from ..compat.gymnasium import add_vector_info
-from ..llm.base import GenerationBackend
 from ..spaces import web_action_space, web_observation_space
-from ..world_model.judge import TrajectoryJudge
-from ..world_model.model import DEFAULT_MAX_AXTREE_CHARS, WebWorldModel
-from .dream import (
-    DreamEpisode,
-    build_dynamics,
-    choose_start_state,
-    generation_budgets,
-    load_task_start_states,
-    render_dream,
-)
-from .dream_guards import RewardGuards
+from .dream_episode import DreamEpisode, render_dream
+from .dream_setup import RENDER_MODES, DreamSettings, choose_start_state, takes_dream_settings
 
 
 class DreamWebVectorEnv(VectorEnv):
@@ -52,7 +42,8 @@ class DreamWebVectorEnv(VectorEnv):
             next ``step``, whose action for it is ignored) or ``AutoresetMode.DISABLED`` (reset it
             yourself with ``reset(options={"reset_mask": mask, ...})``). Also accepted as the
             strings ``"NextStep"`` / ``"Disabled"``.
-        **others**: As for :class:`~dynaweb_env.envs.dream.DreamWebEnv`.
+        **settings: The keyword arguments of :class:`~dynaweb_env.envs.dream_setup.DreamSettings`, as for
+            :class:`~dynaweb_env.envs.dream.DreamWebEnv`.
 
     Resetting: ``reset(seed=s)`` seeds sub-env ``i``'s start-state sampling with ``s + i`` and the
     model-sampling generator with ``s``. ``reset(options={"reset_mask": mask, "start_state": ...})``
@@ -61,30 +52,16 @@ class DreamWebVectorEnv(VectorEnv):
     given one start state. The observations of the other sub-envs are returned unchanged.
     """
 
-    metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": ["ansi"], "render_fps": 1}
+    metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": list(RENDER_MODES), "render_fps": 1}
 
+    @takes_dream_settings
     def __init__(
-        self,
-        num_envs: int = 1,
-        world_model: str | dict | GenerationBackend | WebWorldModel | None = None,
-        judge: str | dict | GenerationBackend | TrajectoryJudge | None = None,
-        start_states: str | None = None,
-        tasks: list[str] | None = None,
-        dream_length: int = 5,
-        include_intermediate: bool = True,
-        world_model_temperature: float = 0.7,
-        max_new_tokens: int | None = None,
-        judge_max_new_tokens: int | None = None,
-        max_axtree_chars: int = DEFAULT_MAX_AXTREE_CHARS,
-        output_mode: str | None = None,
-        reward_guards: RewardGuards | dict | None = None,
-        render_mode: str | None = None,
-        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        self, num_envs: int = 1, *, autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP, **settings: Any
     ):
         if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
             raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}, got {render_mode!r}")
+        #: The arguments it was made with, checked.
+        self.settings = DreamSettings.of(type(self).__name__, settings)
         try:
             autoreset_mode = AutoresetMode(autoreset_mode)
         except ValueError:
@@ -93,22 +70,16 @@ class DreamWebVectorEnv(VectorEnv):
             raise ValueError("DreamWebVectorEnv supports AutoresetMode.NEXT_STEP and DISABLED, not SAME_STEP")
 
         self.num_envs = num_envs
-        self.render_mode = render_mode
+        self.render_mode = self.settings.render_mode
         self.autoreset_mode = autoreset_mode
         self.metadata = {**self.metadata, "autoreset_mode": autoreset_mode}
         self.single_observation_space = web_observation_space()
         self.single_action_space = web_action_space()
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
-        self.dream_length = dream_length
-        budgets = generation_budgets(world_model, judge, max_new_tokens, judge_max_new_tokens)
-        max_new_tokens, judge_max_new_tokens = budgets
+        self.dream_length = self.settings.dream_length
         #: The world model and judge, loaded on the first step that needs one (``make_vec`` stays cheap).
-        self.dynamics = build_dynamics(
-            world_model, judge, dream_length, world_model_temperature, max_new_tokens, judge_max_new_tokens,
-            max_axtree_chars, output_mode, reward_guards,
-        )  # fmt: skip
-        self.start_states = load_task_start_states(start_states, tasks, include_intermediate)
+        self.dynamics, self.start_states = self.settings.build()
         self._episodes: list[DreamEpisode | None] = [None] * num_envs
         self._env_rngs: list[np.random.Generator | None] = [None] * num_envs
         self._autoreset = np.zeros(num_envs, dtype=np.bool_)
