@@ -280,6 +280,13 @@ def test_engine_workers_probe_runs(tmp_path):
     assert len(result["rounds"]) == 1
 
 
+def test_results_index_is_current():
+    """``benchmarks/results/INDEX.md`` lists every result file as ``python -m benchmarks.results_index`` writes it."""
+    if not (ROOT / ".git").exists():
+        pytest.skip("no git history: the index's commits and dates cannot be read")
+    assert run_main("results_index", ["--check"]) == 0, "run: python -m benchmarks.results_index"
+
+
 def test_every_benchmark_script_has_a_smoke_test_here():
     """A new script in ``benchmarks/`` (or ``benchmarks/probes/``) gets a test in this file that runs its ``main``."""
     this_file = Path(__file__).read_text()

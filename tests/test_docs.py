@@ -155,14 +155,6 @@ def test_command_parses(doc: str, command: str, monkeypatch: pytest.MonkeyPatch)
     assert _run_help(argv, monkeypatch) == 0, f"{doc}: {command}"
 
 
-def test_results_index_is_current() -> None:
-    if not (ROOT / ".git").exists():
-        pytest.skip("no git history: the index's commits and dates cannot be read")
-    from benchmarks import results_index
-
-    assert results_index.main(["--check"]) == 0, "run: python -m benchmarks.results_index"
-
-
 def test_readme_is_short() -> None:
     lines = (ROOT / "README.md").read_text().count("\n")
     assert lines <= 200, f"README.md has {lines} lines; the details belong in docs/"
