@@ -126,13 +126,14 @@ def test_redreams_batch_every_dream_and_judge_only_guards_rejudge_the_same_pages
     backend = GroupBackend(("SUCCESS",), group_text="ATTEMPT 1: SCORE 0.9\nATTEMPT 2: SCORE 0.2")
     models = {"world_model": backend, "judge": backend}
     base: list = []
-    plain = bench.redream_all(dreams, {}, models, seed=0, keep=base)
+    # The scripted world model never types the demonstrations' text: the objective check (on by default) is off here.
+    plain = bench.redream_all(dreams, {"objective_check": False}, models, seed=0, keep=base)
     steps = max(len([s for s in d.steps if s.action]) for d in dreams)
     world_model_calls = [size for kind, size in backend.calls if kind == "wm"]
     assert len(world_model_calls) <= steps and world_model_calls[0] == 4  # all four dreams in one call
     assert [outcome["reward"] for outcome in plain] == [1.0] * 4 and len(base) == 4
     backend.calls.clear()
-    listwise = bench.rejudge_all(dreams, base, {"group_judging": "listwise"}, models, seed=0)
+    listwise = bench.rejudge_all(dreams, base, {"group_judging": "listwise", "objective_check": False}, models, seed=0)
     assert backend.calls == [("group", 2)]  # one prompt per pair, one call, no world model
     assert [outcome["reward"] for outcome in listwise] == [0.9, 0.2, 0.9, 0.2]
     assert [outcome["group_rank"] for outcome in listwise] == [1, 2, 1, 2]
