@@ -3,9 +3,9 @@
 A GSPO update on a CPU keeps, for every episode of a micro-batch (``per_device_train_batch_size``
 episodes passed through the model at once), the activations of every layer over the whole multi-turn
 episode: system prompt, every observation and every policy turn. That, not a leak, is where the memory
-of a default update went (``benchmarks/memory_peak.py`` measures it): a 135M policy needs ~2.7 MB per
-token of an episode without gradient checkpointing and ~0.6 MB with it, so four 2,500-token episodes at
-once need ~27 GB, and one episode with checkpointing ~2.1 GB.
+of a default update went (``benchmarks/memory_peak.py`` measures it): a 135M policy needs up to ~2.4 MB per
+token of an episode without gradient checkpointing and ~0.9 MB with it, so four 2,500-token episodes at
+once need ~24 GB, and one episode with checkpointing ~3 GB.
 
 :func:`estimate_training_memory` adds up the parts from the run's configuration (the longest episode its
 budgets allow, the policy's shape, the frozen world model and judge), and :func:`check_training_memory`
@@ -29,7 +29,9 @@ GIB = 1024**3
 
 #: Bytes of activations kept per episode token and per unit of ``num_hidden_layers x hidden_size`` during one
 #: backward pass of the policy (fp32, LoRA on every linear layer), measured on SmolLM2-135M (30 x 576) on a CPU
-#: (``benchmarks/memory_peak.py --activations``): ~2.4 MB a token without gradient checkpointing, ~0.9 MB with it,
+#: (``benchmarks/memory_peak.py --activations``): with checkpointing, one update on 1 x 1,000 / 1 x 2,000 tokens took
+#: 1.60 / 2.53 GiB (~0.9 MB a token); without it, 2,000 tokens took 3.2 GiB at one thread and 5.4 GB at two (the
+#: training default), so ~2.4 MB a token is kept for the estimate,
 ACTIVATION_BYTES_PER_TOKEN_UNIT = {False: 2.4e6 / (30 * 576), True: 0.9e6 / (30 * 576)}
 #: ... on top of ~0.75 GB an update takes whatever its length (per parameter of the policy).
 UPDATE_BYTES_PER_PARAMETER = 0.75e9 / 134_515_008
