@@ -41,6 +41,22 @@ class ExpertPool:
     def __len__(self) -> int:
         return sum(len(items) for items in self.by_task.values())
 
+    def shortest_turn_tokens(self, encoder: Any) -> int | None:
+        """Tokens of the shortest expert turn (reasoning and action, in the policy's response format), or ``None``.
+
+        A ``max_turn_tokens`` below it cuts every response of that length before its action: no rollout can act.
+        """
+        from dynaweb_env.agent import format_policy_response
+
+        lengths = [
+            len(encoder.response_ids(format_policy_response(step.reasoning, step.action)))
+            for trajectories in self.by_task.values()
+            for trajectory in trajectories
+            for step in trajectory.steps
+            if step.action
+        ]
+        return min(lengths) if lengths else None
+
     def sample(self, task_id: str, task_seed: Any, rng: np.random.Generator) -> Trajectory | None:
         """An expert trajectory of the task, of the same seed when one exists; ``None`` if none."""
         candidates = self.by_seed.get((task_id, task_seed)) or self.by_task.get(task_id)

@@ -98,6 +98,9 @@ class DynaWebProgressCallback(ProgressCallback):
         for key, label in _PROGRESS_KEYS:
             if isinstance(logs.get(key), (int, float)):
                 parts.append(f"{label} {logs[key]:.3g}")
+        if logs.get("frac_reward_zero_std") == 1.0:
+            # GSPO's advantage is the reward's deviation within a group: with no spread anywhere, the loss is 0.
+            parts.append("no group had a reward spread: this update changed nothing (loss 0)")
         if len(parts) > 1:
             self.training_bar.write(" | ".join(parts))
 

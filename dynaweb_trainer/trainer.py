@@ -94,6 +94,16 @@ class DynaWebTrainer(PerTokenLogpsOverride, GRPOTrainer):
         experts = ExpertPool(expert_trajectories or [], args.agent_max_steps)
         system_prompt = args.system_prompt or policy_system_prompt(args.response_style)
         encoder = EpisodeEncoder(processing_class, system_prompt, args.max_axtree_chars)
+        shortest = experts.shortest_turn_tokens(encoder)
+        if shortest is not None and args.max_turn_tokens < shortest:
+            import warnings
+
+            warnings.warn(
+                f"max_turn_tokens={args.max_turn_tokens} is below the shortest expert turn ({shortest} tokens): a "
+                f"response cut there never reaches its action, so every reward and loss would be 0. Raise "
+                f"--max-turn-tokens to at least {shortest}.",
+                stacklevel=2,
+            )
         rollout = DynaWebRollout(args, encoder, experts, vector_envs, real_tasks, start_states)
         self.clock = RunClock()
         super().__init__(
