@@ -1,6 +1,6 @@
 """Transitions per second of real and dreamed web environments, measured side by side in one run.
 
-    python benchmarks/env_throughput.py                       # ~15 min on the 2-core CPU machine
+    python benchmarks/env_throughput.py                       # the defaults (shipped patch world model, CTranslate2)
     python benchmarks/env_throughput.py --dream-tokens 128 --real-steps 12   # quicker look
 
 What it measures (saved to ``benchmarks/results/throughput/env_throughput.json``):
@@ -42,6 +42,7 @@ from dynaweb_env.envs.dream import DreamWebEnv
 from dynaweb_env.experts import EXPERTS, get_expert
 from dynaweb_env.llm import make_backend
 from dynaweb_env.llm.base import Conversation, Generation, SamplingParams
+from dynaweb_env.models import DEFAULT_WORLD_MODEL, world_model_output_mode
 
 RESULTS = Path(__file__).parent / "results" / "throughput" / "env_throughput.json"
 
@@ -174,9 +175,17 @@ def dream_start_states(count: int) -> tuple[list, list[str]]:
     return [state for state, _ in chosen], [action for _, action in chosen]
 
 
-def bench_dream(backend: TimedBackend, states, actions, max_new_tokens: int, batched: bool) -> dict:
-    """One dream step from each start state, batched in a vector env or one env at a time."""
-    kwargs = dict(world_model=backend, world_model_temperature=0.0, max_new_tokens=max_new_tokens, dream_length=5)
+def bench_dream(
+    backend: TimedBackend, states, actions, max_new_tokens: int, batched: bool, output_mode: str | None = None
+) -> dict:
+    """One dream step from each start state, batched in a vector env or one env at a time.
+
+    ``output_mode``: the world model's (``patch`` for the shipped default); a bare backend records none.
+    """
+    kwargs = dict(
+        world_model=backend, world_model_temperature=0.0, max_new_tokens=max_new_tokens, dream_length=5,
+        output_mode=output_mode,
+    )  # fmt: skip
     backend.reset_counters()
     if batched:
         env = gym.make_vec("DreamWeb-v0", num_envs=len(states), autoreset_mode=AutoresetMode.DISABLED, **kwargs)
@@ -211,7 +220,10 @@ def bench_dream(backend: TimedBackend, states, actions, max_new_tokens: int, bat
 
 def main(argv: Sequence[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--world-model", default="smollm2-135m", help="backend spec of the world model")
+    parser.add_argument(
+        "--world-model", default=DEFAULT_WORLD_MODEL,
+        help=f"backend spec of the world model (default: DreamWeb-v0's, {DEFAULT_WORLD_MODEL}, in its output mode)",
+    )  # fmt: skip
     parser.add_argument("--dream-tokens", type=int, default=384, help="max new tokens per world-model call")
     parser.add_argument("--real-steps", type=int, default=30, help="transitions per real-env measurement")
     parser.add_argument("--seed", type=int, default=0)
@@ -233,9 +245,11 @@ def main(argv: Sequence[str] | None = None) -> dict:
     results["dream_start_states"] = [
         {"task_id": s.task_id, "step_index": s.step_index, "action": a} for s, a in zip(states, actions, strict=True)
     ]
-    results["dream_1"] = bench_dream(backend, states[:1], actions[:1], args.dream_tokens, batched=False)
-    results["dream_8_batched"] = bench_dream(backend, states, actions, args.dream_tokens, batched=True)
-    results["dream_8_sequential"] = bench_dream(backend, states, actions, args.dream_tokens, batched=False)
+    mode = world_model_output_mode(args.world_model)
+    results["world_model_output_mode"] = mode
+    results["dream_1"] = bench_dream(backend, states[:1], actions[:1], args.dream_tokens, False, mode)
+    results["dream_8_batched"] = bench_dream(backend, states, actions, args.dream_tokens, True, mode)
+    results["dream_8_sequential"] = bench_dream(backend, states, actions, args.dream_tokens, False, mode)
     batched, sequential = results["dream_8_batched"], results["dream_8_sequential"]
     results["dream_batched_over_sequential_time"] = batched["seconds"] / sequential["seconds"]
     results["generate_batched_over_sequential_time"] = batched["generate_seconds"] / sequential["generate_seconds"]
