@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..observation import action_target
+from . import urls
 from .io import PathLike, read_trajectories
 from .schema import SchemaError, Trajectory
 from .shipped import LARGE_DATA_DIR
@@ -190,14 +191,17 @@ def load_start_states(
         raise FileNotFoundError(f"start-state file not found: {source}")
     files = sorted([*source.glob("*.jsonl"), *source.glob("*.jsonl.xz")]) if source.is_dir() else [source]
     stamp = tuple((str(file), file.stat().st_size, file.stat().st_mtime_ns) for file in files)
-    return list(_load_cached(str(source), stamp, bool(include_intermediate), split))
+    # Reading resolves portable MiniWoB++ URLs against this machine's pages: a new location is a new read.
+    pages = urls.miniwob_pages_url()
+    return list(_load_cached(str(source), stamp, bool(include_intermediate), split, pages))
 
 
 @functools.lru_cache(maxsize=16)
 def _load_cached(
-    source: str, stamp: tuple[tuple[str, int, int], ...], include_intermediate: bool, split: str | None
+    source: str, stamp: tuple[tuple[str, int, int], ...], include_intermediate: bool, split: str | None, pages: str
 ) -> tuple[StartState, ...]:
-    """The start states of ``source`` (``stamp``: its files' sizes and times, so a changed file is read again)."""
+    """The start states of ``source`` (``stamp``: its files' sizes and times, so a changed file is read again;
+    ``pages``: where this machine's MiniWoB++ pages are, which the recorded URLs resolve against)."""
     states = start_states_from_trajectories(read_trajectories(source), include_intermediate, split)
     if not states:
         raise ValueError(f"no start states in {source}" + (f" for split {split!r}" if split is not None else ""))
