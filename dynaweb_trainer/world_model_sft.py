@@ -166,8 +166,9 @@ class WorldModelSFTConfig(TrajectorySFTConfig):
         lora_target_modules (`list[str]`, *optional*, defaults to `["all-linear"]`):
             Modules that receive adapters; `["all-linear"]` targets every linear layer but the output head.
 
-    > Defaults that differ from [`~trl.SFTConfig`]: `output_dir="runs/wm-sft"`, `learning_rate=2e-4` (a LoRA
-    > rate), `num_train_epochs=1` (the paper trains its world models for one epoch), `max_length=3072`,
+    > Defaults that differ from [`~trl.SFTConfig`]: `output_dir="runs/wm-sft"`, `learning_rate=1e-3` (a LoRA
+    > rate, as the shipped world models were trained), `num_train_epochs=1` (the paper trains its world models
+    > for one epoch), `max_length=3072`,
     > `per_device_train_batch_size=1` with `gradient_accumulation_steps=4` (no padding; on CPU a batch of 4
     > examples of ~1.9k tokens needs ~20 GB for smollm2-135m, one needs ~9 GB), `gradient_checkpointing=True`
     > (one example then needs ~2-3 GB, at ~30% more time), `bf16` (autocast) where a CUDA device or the CPU

@@ -108,7 +108,7 @@ def test_config_from_yaml_and_flags(tmp_path):
     config_file.write_text("model_name_or_path: tiny-random\nlora_r: 4\nmax_steps: 3\ndataset_split: all\n")
     config = parse_config(["--config", str(config_file), "--lora_r", "8", "--output_dir", str(tmp_path / "o")])
     assert (config.model_name_or_path, config.lora_r, config.max_steps) == ("tiny-random", 8, 3)
-    assert config.dataset_split is None and config.use_peft and config.learning_rate == 2e-4
+    assert config.dataset_split is None and config.use_peft and config.learning_rate == 1e-3
     with pytest.raises(ValueError, match="lora_r"):
         PolicySFTConfig(output_dir=str(tmp_path), lora_r=0)
 
