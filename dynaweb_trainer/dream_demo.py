@@ -120,9 +120,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         if result.observations[index + 1 : index + 2] and result.observations[index + 1]["last_action_error"]:
             print(f"ACTION ERROR: {result.observations[index + 1]['last_action_error']}")
     final = result.final_info
+    if len(result.observations) > len(result.responses):  # the last dreamed page, which no policy turn read
+        last = result.observations[len(result.responses)]
+        print(f"\n--- final page | {last['url']}")
+        print(truncate_axtree(last["axtree"], args.max_axtree_chars))
     print(f"\nEND: {result.end_reason} after {result.num_steps} steps | reward {result.reward:g}")
     if final.get("judge_reasoning"):
         print(f"JUDGE: {' '.join(str(final['judge_reasoning']).split())}")
+    elif final.get("judge_error"):
+        print(f"JUDGE: no verdict ({final['judge_error']})")
+    for guard in ("termination_gated", "objective_unmet", "judge_abstained"):  # a guard that withheld the reward
+        if final.get(guard):
+            print(f"GUARD {guard}: {final[guard]}")
     return 0
 
 
