@@ -33,27 +33,12 @@ class PerTokenLogpsOverride:
         super().__init_subclass__(**kwargs)
         _require("scores the LM head on completion positions only (overrides _get_per_token_logps_and_entropies)")
 
-    def _get_per_token_logps_and_entropies(
-        self,
-        model,
-        input_ids,
-        attention_mask,
-        logits_to_keep,
-        batch_size=None,
-        compute_entropy=False,
-        compute_aux_loss=False,
-        **multimodal,
-    ):
-        result = self.completion_logps_override(
-            model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss,
-            **multimodal,
-        )  # fmt: skip
+    def _get_per_token_logps_and_entropies(self, *args: Any, **kwargs: Any):
+        # TRL's arguments pass through unchanged, so the hook's signature is defined once, by the subclass.
+        result = self.completion_logps_override(*args, **kwargs)
         if result is not None:
             return result
-        return super()._get_per_token_logps_and_entropies(
-            model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss,
-            **multimodal,
-        )  # fmt: skip
+        return super()._get_per_token_logps_and_entropies(*args, **kwargs)
 
 
 def install_weight_sync(trainer: Any, weight_sync: Any) -> None:
