@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from dynaweb_env.data.schema import Trajectory
+from dynaweb_env.data.tasks import step_limit
 
 
 class ExpertPool:
@@ -25,7 +26,8 @@ class ExpertPool:
 
     Args:
         trajectories: Demonstrations; only successful ones (``success`` or ``reward > 0``) with at
-            least one action and at most ``max_turns`` actions are kept.
+            least one action and at most ``max_turns`` actions (a long task's own limit,
+            :func:`~dynaweb_env.data.tasks.step_limit`) are kept.
         max_turns: The agent's step limit.
     """
 
@@ -33,7 +35,8 @@ class ExpertPool:
         self.by_task: dict[str, list[Trajectory]] = defaultdict(list)
         self.by_seed: dict[tuple[str, Any], list[Trajectory]] = defaultdict(list)
         for trajectory in trajectories:
-            if not (trajectory.success or trajectory.reward > 0) or not 1 <= len(trajectory.actions) <= max_turns:
+            limit = step_limit(trajectory.task_id, max_turns)
+            if not (trajectory.success or trajectory.reward > 0) or not 1 <= len(trajectory.actions) <= limit:
                 continue
             self.by_task[trajectory.task_id].append(trajectory)
             self.by_seed[(trajectory.task_id, trajectory.metadata.get("seed"))].append(trajectory)

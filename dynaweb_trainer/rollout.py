@@ -34,6 +34,7 @@ import numpy as np
 from dynaweb_env.actions import extract_action, extract_reasoning
 from dynaweb_env.agent import format_policy_response
 from dynaweb_env.data.schema import Step, Trajectory
+from dynaweb_env.data.tasks import step_limit
 from dynaweb_env.envs import END_REASONS
 from dynaweb_env.llm.base import Generation, GenerationBackend, SamplingParams
 
@@ -322,7 +323,8 @@ def run_episodes(
             ``{"task": "miniwob.click-button", "task_seed": 3}`` (real). Equal options share reset calls.
         sampling: Sampling of every policy turn (``max_new_tokens`` is the per-turn budget; its
             ``seed`` is ignored, turn seeds are drawn from ``seed``).
-        max_steps: Most policy turns per episode (the agent's step limit).
+        max_steps: Most policy turns per episode (the agent's step limit), raised for a long task to its
+            own limit (:func:`~dynaweb_env.data.tasks.step_limit`).
         max_completion_length: End an episode before a turn that might not fit in this many
             completion tokens (observation turns included); ``None`` for no limit.
         seed: Seeds the sub-env resets (``seed + episode index``) and the sampling of every turn;
@@ -388,7 +390,7 @@ def run_episodes(
             _record_step(episode, _slot_observation(observations, slot), float(rewards[slot]), _slot_info(infos, slot))
             if terminations[slot] or truncations[slot]:
                 finish(slot, "terminated" if terminations[slot] else "truncated")
-            elif episode.result.num_steps >= max_steps:
+            elif episode.result.num_steps >= step_limit(episode.result.task_id, max_steps):
                 finish(slot, "max_steps")
             else:
                 encoded = episode.result.encoded

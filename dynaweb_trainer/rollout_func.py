@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from dynaweb_env.data.tasks import step_limit
 from dynaweb_env.llm.base import GenerationError, SamplingParams
 
 from .config import GSPOConfig
@@ -240,7 +241,8 @@ class DynaWebRollout:
             trajectory = self.experts.sample(query["task_id"], query["options"].get("task_seed"), rng)
             if trajectory is None:
                 continue
-            encoded = encode_expert_trajectory(self.encoder, trajectory, max_turns=self.args.agent_max_steps)
+            max_turns = step_limit(trajectory.task_id, self.args.agent_max_steps)
+            encoded = encode_expert_trajectory(self.encoder, trajectory, max_turns=max_turns)
             if budget is None or len(encoded.completion_ids) <= budget:
                 results[index] = expert_result(encoded, trajectory, self.reset_options(query))
         return results

@@ -197,11 +197,52 @@ def test_env_throughput_dreams_batched_and_one_by_one(tmp_path):
 
 
 @pytest.mark.usefixtures("require_browser")
-def test_expert_success_plays_one_page(tmp_path):
+def test_expert_success_plays_one_page_and_merges_its_row(tmp_path):
+    """The run's row replaces click-button's in a copy of the shipped table; the 23 other rows stay as they were."""
     output = tmp_path / "expert_success.json"
+    shipped = json.loads((RESULTS / "expert_success" / "expert_success.json").read_text())
+    output.write_text(json.dumps(shipped))
     argv = ["--tasks", "miniwob.click-button", "--seeds", "0", "--num-envs", "1", "--output", str(output)]
     assert run_main("expert_success", argv) == 0
-    assert json.loads(output.read_text())["summary"]["episodes"] == 1
+    merged = json.loads(output.read_text())
+    row = merged["per_task"]["miniwob.click-button"]
+    assert (row["episodes"], row["median_steps"], row["max_steps"]) == (1, 1, 1)
+    assert set(merged["per_task"]) == set(shipped["per_task"])
+    others = {task: row for task, row in shipped["per_task"].items() if task != "miniwob.click-button"}
+    assert others.items() <= merged["per_task"].items()
+    assert merged["summary"]["episodes"] == shipped["summary"]["episodes"] - 49
+    assert [run["tasks"][-1] for run in merged["runs"]] == ["miniwob.use-autocomplete", "miniwob.click-button"]
+    assert merged["commands"][-1].endswith(f"--output {output}")
+
+
+def test_expert_success_merges_parallel_runs_and_refuses_a_foreign_file(tmp_path):
+    """Two writers at once both land (the lock); a file that is not this benchmark's is refused before any run."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from benchmark_scripts import load_benchmark
+
+    module = load_benchmark("expert_success")
+    output = tmp_path / "expert_success.json"
+
+    def fresh(task: str, steps: list[int]) -> dict:
+        episodes = [{"task_id": task, "steps": n, "success": True, "env_error": ""} for n in steps]
+        row = {"episodes": 3, "successes": 3, "success_rate": 1.0, "mean_steps": sum(steps) / 3}
+        report = {"per_task": {task: row}, "episodes": episodes, "command": f"run {task}", "config": {}}
+        report |= {"started_at": "t", "wall_seconds": 1.0, "num_envs": 1, "rollout_stats": {}, "host": {}}
+        return module.summarize(report, 0.95)
+
+    runs = [fresh(f"miniwob.task-{i}", [i, i + 4, i + 5]) for i in range(8)]
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(lambda run: module.save_merged(output, run, 0.95), runs))
+    merged = json.loads(output.read_text())
+    assert merged["summary"]["tasks"] == 8 and merged["summary"]["episodes"] == 24
+    row = merged["per_task"]["miniwob.task-3"]
+    assert row == runs[3]["per_task"]["miniwob.task-3"] and (row["median_steps"], row["max_steps"]) == (7, 8)
+    foreign = tmp_path / "other.json"
+    foreign.write_text('{"benchmark": "memory_peak"}')
+    with pytest.raises(SystemExit):
+        module.main(["--tasks", "miniwob.click-button", "--seeds", "0", "--output", str(foreign)])
+    assert foreign.read_text() == '{"benchmark": "memory_peak"}'
 
 
 def test_memory_peak_plans_every_preset_without_running_one(tmp_path, capsys):

@@ -3,6 +3,7 @@
 * :data:`TASK_SUITES`: named sets of MiniWoB++ task ids (``small``: the tasks with scripted experts, the default
   of ``dynaweb eval``; ``multistep``: those with the longest expert episodes).
 * :func:`parse_seeds`: the one grammar of task-seed lists on every command line (``--seeds 0-99``).
+* :func:`step_limit`: the step limit of a task, raised above the default for long tasks (:data:`TASK_STEP_LIMITS`).
 
 Which split a task seed belongs to is :func:`dynaweb_env.data.shipped.split_of`.
 """
@@ -28,6 +29,34 @@ MULTISTEP_TASKS: tuple[str, ...] = (
 )  # fmt: skip
 #: Named task suites (``benchmarks/paper_claims.py --suite``).
 TASK_SUITES: dict[str, tuple[str, ...]] = {"small": DEFAULT_TASKS, "multistep": MULTISTEP_TASKS}
+
+#: The step limits of tasks whose expert episodes need more actions than the paper's 10 (the longest expert
+#: episode over seeds 0-49 in ``benchmarks/results/expert_success/expert_success.json``, plus room for a
+#: policy's mistakes). Every other task keeps the limit it is given. Applied by :func:`step_limit`.
+TASK_STEP_LIMITS: dict[str, int] = {
+    "miniwob.click-checkboxes-large": 20,
+}
+
+
+def step_limit(task_id: str | None, default: int) -> int:
+    """The most policy turns an episode of ``task_id`` gets: ``default``, raised to the task's own limit.
+
+    ``RealWeb-v0``, :func:`~dynaweb_trainer.rollout.run_episodes` (so ``dynaweb eval``, training rollouts and
+    data collection) and the expert pool all apply this one rule, so a long task is never cut short by the
+    10-step default and every other task keeps ``default``.
+
+    Args:
+        task_id: A task id such as ``"miniwob.click-checkboxes-large"`` (``None`` or unknown: ``default``).
+        default: The limit asked for (an env's ``max_steps``, ``--max-steps``, ``agent_max_steps``).
+
+    Returns:
+        ``max(default, TASK_STEP_LIMITS[task_id])`` for a task listed in :data:`TASK_STEP_LIMITS`, else ``default``.
+
+    Example:
+        >>> step_limit("miniwob.click-button", 10), step_limit("miniwob.click-checkboxes-large", 10)
+        (10, 20)
+    """
+    return max(default, TASK_STEP_LIMITS.get(task_id or "", default))
 
 
 def _is_number(text: str) -> bool:

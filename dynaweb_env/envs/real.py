@@ -24,6 +24,7 @@ import numpy as np
 from ..action_rules import DEFAULT_MAX_TABS
 from ..actions import Action, read_action
 from ..compat import browsergym as compat_browsergym
+from ..data.tasks import step_limit
 from ..navigation import absolute_url
 from ..observation import clean_axtree, make_observation, render_observation
 from ..spaces import fit_observation, web_action_space, web_observation_space
@@ -127,7 +128,8 @@ class RealWebEnv(gym.Env[dict, str]):
     * ``task``: a BrowserGym task id (``miniwob.<name>``; ``webarena.<n>`` etc. once that benchmark
       is installed and its sites configured).
     * ``tasks``: task ids to sample one from per reset (overrides ``task``).
-    * ``max_steps``: steps before truncation (paper: 10).
+    * ``max_steps``: steps before truncation (paper: 10); a long task's own limit raises it
+      (:func:`~dynaweb_env.data.tasks.step_limit`).
     * ``allowed_domains``: hosts (``"localhost:7770"``, ``"example.com"`` also admits its
       subdomains), ``file:`` directory URLs, or ``"file://"`` for the start page's directory.
       Default: the start page's host, or its directory for local pages.
@@ -246,7 +248,7 @@ class RealWebEnv(gym.Env[dict, str]):
         if self._ended:
             raise gym.error.ResetNeeded(EPISODE_ENDED)
         self._step_count += 1
-        truncated_by_limit = self._step_count >= self.max_steps
+        truncated_by_limit = self._step_count >= step_limit(self._task_id, self.max_steps)
 
         read = read_action(action, self.action_space.max_length)
         if read.action is None:
