@@ -41,6 +41,7 @@ ACTION_ARGUMENTS: dict[str, tuple[str, ...]] = {
     "go_back": (),
     "go_forward": (),
     "stop": ("answer",),
+    "select": ("element_id", "option"),
 }
 
 #: One line per action, used verbatim in the agent and world-model prompts.
@@ -66,6 +67,7 @@ ACTION_DESCRIPTIONS: dict[str, str] = {
         "`stop [answer]`: Stop when you believe the task is complete, with the answer in brackets. "
         "If the task needs no textual answer, use `stop [N/A]`. E.g., `stop [5h 47min]`."
     ),
+    "select": "`select [id] [option]`: Select the option with the text [option] in the drop-down list with id [id].",
 }
 
 _BRACKETED = re.compile(r"\[((?:[^\[\]]|\[[^\[\]]*\])*)\]")
@@ -192,6 +194,8 @@ def _validate(name: str, args: list[str]) -> None:
         raise ActionParseError(f"tab_focus: tab index must be a non-negative integer, got [{args[0]}]")
     if name in ("goto", "press") and not args[0]:
         raise ActionParseError(f"{name}: argument must not be empty")
+    if name == "select" and not args[1]:
+        raise ActionParseError("select: option must not be empty")
     if name == "press" and (key_error := key_combination_error(args[0])):
         raise ActionParseError(key_error)
 

@@ -32,7 +32,7 @@ ResponseStyle = Literal["compact", "paper"]
 #: stays complete so the same policy runs on WebArena-style sites.
 DEFAULT_POLICY_ACTIONS: tuple[str, ...] = (
     "click", "type", "hover", "press", "scroll", "new_tab", "tab_focus", "close_tab",
-    "goto", "go_back", "go_forward", "stop",
+    "goto", "go_back", "go_forward", "stop", "select",
 )  # fmt: skip
 
 _PAPER_SECTIONS = """Generate the response in the following format:

@@ -60,6 +60,8 @@ def to_browsergym_call(action: Action, viewport_height: int) -> str:
         return f"goto({args[0]!r})"
     if name == "stop":
         return f"send_msg_to_user({args[0]!r})"
+    if name == "select":
+        return f"select_option({args[0]!r}, {args[1]!r})"
     raise ValueError(f"no BrowserGym translation for {name!r}")  # unreachable: the grammar is closed
 
 
