@@ -30,8 +30,9 @@ ROOT_ROLES: tuple[str, ...] = ("RootWebArea", "WebArea")
 #: Start of the last line :func:`truncate_axtree` writes (``"... (12 more lines cut)"``); not a node.
 CUT_MARKER = "... ("
 
-#: A node line: indentation, an optional ``[bid]`` followed by whitespace, the role, the rest.
-NODE_LINE = re.compile(r"^(?P<indent>\s*)(?:\[(?P<bid>[^\]\s]+)\]\s+)?(?P<role>\S+)(?P<rest>.*)$")
+#: A node line: indentation, an optional ``[bid]`` followed by whitespace, the role (which ends at a comma:
+#: a nameless node's properties follow it directly, ``[13] generic, clickable=True``), the rest.
+NODE_LINE = re.compile(r"^(?P<indent>\s*)(?:\[(?P<bid>[^\]\s]+)\]\s+)?(?P<role>[^\s,]+)(?P<rest>.*)$")
 _QUOTED = r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\""
 _NAME = re.compile(rf"^\s*(?P<name>{_QUOTED})")
 _VALUE = re.compile(rf"^\s*value=(?P<value>{_QUOTED})")

@@ -98,11 +98,61 @@ def bounded_axtree(axtree_object: dict, max_nodes: int = MAX_AXTREE_NODES, max_d
     return {**axtree_object, "nodes": pruned}, len(nodes) - len(kept)
 
 
-def flatten_axtree(axtree_object: dict) -> tuple[str, int]:
-    """BrowserGym's flattened text of a bounded accessibility tree, and how many nodes were cut."""
+#: The property that marks a kept clickable ``generic`` node: its line reads ``[13] generic, clickable=True``.
+CLICKABLE_PROPERTY = {"name": "clickable", "value": {"type": "boolean", "value": True}}
+
+
+def mark_clickable_generics(axtree_object: dict, extra_properties: dict | None) -> tuple[dict, int]:
+    """The tree with every clickable ``generic`` node (a ``<span>``/``<div>`` with a click handler) marked.
+
+    BrowserGym's flattening drops a ``generic`` node that has no properties, bid and all, even with
+    ``with_clickable=True`` (it tests the node's own properties before adding ``clickable``), so a link
+    drawn as a ``<span>`` or a ``<div>`` Submit button could not be clicked by id. Giving such a node the
+    property :data:`CLICKABLE_PROPERTY` keeps it, with its bid; no other node changes.
+
+    Args:
+        axtree_object: BrowserGym's ``axtree_object`` (not modified).
+        extra_properties: BrowserGym's ``extra_element_properties`` (``bid -> {"clickable": bool, ...}``).
+
+    Returns:
+        ``(tree, marked)``: the tree (``axtree_object`` itself when nothing is marked) and how many nodes were.
+    """
+    extra_properties = extra_properties or {}
+    nodes = axtree_object.get("nodes") or []
+    marked = 0
+    kept = []
+    for node in nodes:
+        bid = node.get("browsergym_id")
+        if (
+            bid is not None
+            and node.get("role", {}).get("value") == "generic"
+            and extra_properties.get(bid, {}).get("clickable")
+        ):
+            node = {**node, "properties": [*node.get("properties", []), CLICKABLE_PROPERTY]}
+            marked += 1
+        kept.append(node)
+    return ({**axtree_object, "nodes": kept} if marked else axtree_object), marked
+
+
+def flatten_axtree(
+    axtree_object: dict, extra_properties: dict | None = None, clickable: bool = True
+) -> tuple[str, int]:
+    """BrowserGym's flattened text of a bounded accessibility tree, and how many nodes were cut.
+
+    This is the one rule by which a real page becomes the ``axtree`` the policy, the world model and the
+    judge read (``RealWeb-v0``, and through it data collection and dream start states).
+
+    Args:
+        axtree_object: BrowserGym's ``axtree_object``.
+        extra_properties: BrowserGym's ``extra_element_properties``; needed when ``clickable``.
+        clickable: Keep clickable ``generic`` nodes with their bids (:func:`mark_clickable_generics`);
+            ``False`` gives BrowserGym's default flattening, which drops them.
+    """
     from browsergym.utils.obs import flatten_axtree_to_str
 
     tree, nodes_cut = bounded_axtree(axtree_object)
+    if clickable:
+        tree, _ = mark_clickable_generics(tree, extra_properties)
     return flatten_axtree_to_str(tree), nodes_cut
 
 
@@ -215,12 +265,14 @@ __all__ = [
     "MAX_AXTREE_DEPTH",
     "MAX_AXTREE_NODES",
     "MAX_PAGE_ELEMENTS",
+    "CLICKABLE_PROPERTY",
     "InMemoryChat",
     "bounded_axtree",
     "check_task_id",
     "flatten_axtree",
     "in_memory_chat",
     "make_browser_env",
+    "mark_clickable_generics",
     "normalize_key_combination",
     "to_browsergym_call",
 ]

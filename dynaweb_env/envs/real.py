@@ -122,7 +122,7 @@ class RealWebEnv(gym.Env[dict, str]):
     gym.make("RealWeb-v0", task="miniwob.click-button", tasks=None, max_steps=10,
              allowed_domains=None, headless=True, action_timeout_ms=None, element_timeout_ms=2000,
              step_timeout_s=60.0, reset_timeout_s=120.0, pre_observation_delay=0.5, max_tabs=8,
-             max_page_elements=20_000, render_mode=None)
+             max_page_elements=20_000, clickable=True, render_mode=None)
     ```
 
     * ``task``: a BrowserGym task id (``miniwob.<name>``; ``webarena.<n>`` etc. once that benchmark
@@ -145,6 +145,9 @@ class RealWebEnv(gym.Env[dict, str]):
     * ``pre_observation_delay``: seconds to let the page settle after an action (BrowserGym's).
     * ``max_tabs``: most tabs open at once (``new_tab`` beyond it is refused).
     * ``max_page_elements``: pages with more DOM elements are not extracted (see above).
+    * ``clickable``: keep clickable ``generic`` elements (a ``<span>`` link, a ``<div>`` button, a clickable
+      row) with their bids, as ``[13] generic, clickable=True`` lines; ``False`` gives the observation
+      before issue 51 (BrowserGym's default flattening, which drops them, so they cannot be clicked by id).
     * ``render_mode``: ``"ansi"`` makes ``render()`` return the observation as the policy sees it.
 
     ``info`` holds ``task_id``, ``task_seed``, ``source="real"``, ``changes=""`` (the real env does
@@ -153,7 +156,7 @@ class RealWebEnv(gym.Env[dict, str]):
 
     ## Version History
 
-    * v0: Initial version.
+    * v0: Initial version. Clickable ``generic`` elements are kept since issue 51 (``clickable=False``: before).
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 1}
@@ -172,6 +175,7 @@ class RealWebEnv(gym.Env[dict, str]):
         pre_observation_delay: float = 0.5,
         max_tabs: int = DEFAULT_MAX_TABS,
         max_page_elements: int = MAX_PAGE_ELEMENTS,
+        clickable: bool = True,
         render_mode: str | None = None,
     ):
         _validate_arguments(
@@ -180,6 +184,8 @@ class RealWebEnv(gym.Env[dict, str]):
         )  # fmt: skip
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
+        if not isinstance(clickable, bool):
+            raise ValueError(f"clickable must be True or False, got {clickable!r}")
         self.task = task
         self.tasks = list(tasks) if tasks is not None else None
         self.max_steps = max_steps
@@ -192,6 +198,7 @@ class RealWebEnv(gym.Env[dict, str]):
         self.pre_observation_delay = pre_observation_delay
         self.max_tabs = max_tabs
         self.max_page_elements = max_page_elements
+        self.clickable = clickable
         self.render_mode = render_mode
         self.observation_space = web_observation_space()
         self.action_space = web_action_space()
@@ -420,7 +427,8 @@ class RealWebEnv(gym.Env[dict, str]):
         if "axtree_text" in browser_obs:  # a page too large to extract
             axtree = browser_obs["axtree_text"]
         else:
-            text, nodes_cut = flatten_axtree(browser_obs["axtree_object"])
+            extra_properties = browser_obs.get("extra_element_properties")
+            text, nodes_cut = flatten_axtree(browser_obs["axtree_object"], extra_properties, self.clickable)
             axtree = clean_axtree(text) + (f"\n... ({nodes_cut} more nodes cut)" if nodes_cut else "")
         observation = make_observation(
             goal=self._goal or browser_obs.get("goal", ""),
