@@ -30,7 +30,8 @@ if "DreamWeb-v0" not in registry:
         disable_env_checker=False,
     )
 if "RealWeb-v0" not in registry:
-    register(id="RealWeb-v0", entry_point="dynaweb_env.envs.real:RealWebEnv")
+    # RealWebEnv, inside a LookaheadGuard when made with lookahead_guard=... (dynaweb_env.envs.lookahead_guard).
+    register(id="RealWeb-v0", entry_point="dynaweb_env.envs.lookahead_guard:make_real_web")
 
 __all__ = [
     "Action",

@@ -90,6 +90,18 @@ class EvalConfig:
             Most sequences a local model decodes together.
         headless (`bool`, *optional*, defaults to `True`):
             Run the browsers without windows.
+        plan (`int`, *optional*, defaults to `0`):
+            Plan each real step with the world model ([`~dynaweb_trainer.planning.PlanningPolicy`]): `K` candidate
+            actions (the policy's own answer and `K - 1` samples), each dreamed and judged, the best one run. `0`: no
+            planning.
+        plan_depth (`int`, *optional*, defaults to `1`):
+            Dream steps per candidate (`d`): the policy goes on in each dream for `d - 1` more steps.
+        plan_temperature (`float`, *optional*, defaults to `1.0`):
+            Sampling temperature of the `K - 1` extra candidates.
+        plan_world_model (`str`, *optional*):
+            World model that dreams the candidates (default: DreamWeb-v0's, the shipped one).
+        plan_judge (`str`, *optional*):
+            Judge that scores the dreams (default: DreamWeb-v0's, the shipped trained judge).
     """
 
     policy: str = field(default="smollm2-135m", metadata={"help": "expert, model name, checkpoint/adapter dir, spec."})
@@ -131,6 +143,12 @@ class EvalConfig:
         if self.response_style not in ("compact", "paper"):
             raise ValueError(f"response_style must be 'compact' or 'paper', got {self.response_style!r}")
         SamplingParams(max_new_tokens=self.max_new_tokens, temperature=self.temperature, top_p=self.top_p)
+        if self.plan < 0 or self.plan == 1:
+            raise ValueError(f"plan must be 0 (no planning) or a number of candidates >= 2, got {self.plan}")
+        if self.plan_depth < 1:
+            raise ValueError(f"plan_depth must be >= 1, got {self.plan_depth}")
+        if self.plan and not self.plan_temperature > 0:
+            raise ValueError(f"plan_temperature must be > 0 (greedy samples repeat), got {self.plan_temperature}")
 
     @property
     def seed_list(self) -> list[int]:
@@ -288,6 +306,7 @@ def evaluate_policy(
         policy_system_prompt(config.response_style),
         config.max_axtree_chars,  # type: ignore[arg-type]
     )
+    planner = make_planner(config, policy.policy, encoder) if config.plan else None
     options = config.start_options()
     done = load_partial_results(config)
     todo = [o for o in options if (o["task"], o["task_seed"]) not in done]
@@ -302,6 +321,8 @@ def evaluate_policy(
 
     def save(_: int, result: Any) -> None:
         record = fresh[(result.options["task"], result.options["task_seed"])] = episode_record(result)
+        if planner is not None:
+            record["plans"] = planner.pop_plans(result.options["task"], result.options["task_seed"])
         append_jsonl(partial, [record])  # an interrupted run may have cut the last record short: repaired first
 
     try:
@@ -313,7 +334,7 @@ def evaluate_policy(
             if todo:
                 run_episodes(
                     vector_env,
-                    policy.policy,
+                    policy.policy if planner is None else planner,
                     encoder,
                     todo,
                     sampling,
@@ -341,6 +362,7 @@ def evaluate_policy(
         "num_envs": int(vector_env.num_envs) if vector_env is not None else 0,
         "resumed_episodes": len(options) - len(todo),
         "rollout_stats": stats.to_dict(),
+        "cost_per_real_step": step_cost(stats, planner),
         "host": {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count()},
         "episodes": records,
     }
@@ -349,6 +371,36 @@ def evaluate_policy(
     os.replace(temporary, output)
     partial.unlink(missing_ok=True)
     return report
+
+
+def make_planner(config: EvalConfig, policy: Any, encoder: Any) -> Any:
+    """The configuration's :class:`~dynaweb_trainer.planning.PlanningPolicy` around ``policy``."""
+    from dynaweb_env.envs.lookahead import Lookahead
+
+    from .planning import PlanningPolicy
+
+    lookahead = Lookahead(config.plan_world_model, config.plan_judge, depth=config.plan_depth)
+    return PlanningPolicy(policy, encoder, lookahead, config.plan, proposal_temperature=config.plan_temperature)
+
+
+def step_cost(stats: Any, planner: Any = None) -> dict[str, Any]:
+    """Cost per real step of this run (the episodes run now, not resumed ones): wall seconds, policy calls, and with
+    planning the world-model and judge calls, tokens and seconds (``planning``: the totals)."""
+    steps = max(stats.env_steps, 1)
+    cost: dict[str, Any] = {
+        "real_steps": stats.env_steps,
+        "seconds": round(stats.wall_seconds / steps, 3),
+        "policy_seconds": round(stats.generate_seconds / steps, 3),
+        "browser_seconds": round(stats.step_seconds / steps, 3),
+        "world_model_calls": 0.0, "world_model_tokens": 0.0, "world_model_seconds": 0.0,
+        "judge_calls": 0.0, "judge_tokens": 0.0, "judge_seconds": 0.0,
+    }  # fmt: skip
+    if planner is not None:
+        planning = planner.stats.to_dict(planner.lookahead)
+        cost.update({key: planning["per_real_step"][key] for key in cost if key in planning["per_real_step"]})
+        cost["candidates"] = planning["per_real_step"]["candidates"]
+        cost["planning"] = planning
+    return cost
 
 
 def parse_config(argv: Sequence[str] | None = None) -> EvalConfig:

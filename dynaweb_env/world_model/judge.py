@@ -23,13 +23,15 @@ compact plus notes that state which of the objective's names the trajectory acte
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..actions import parse_action
 from ..data.schema import Step, Trajectory
-from ..llm.base import Conversation, GenerationBackend, GenerationError, SamplingParams
+from ..llm.base import Conversation, Generation, GenerationBackend, GenerationError, SamplingParams
 from ..observation import action_target, truncate_axtree
 from .grounding import format_objective_elements, step_grounding, unmet_objective
 from .prompts import check_prompt_style, is_compact_style
@@ -132,6 +134,9 @@ class JudgeVerdict:
         abstained: The votes split, so the judge gives no verdict (``reward`` is then ``0.0``).
         unmet: With ``objective_check``, the objective's explicit requirements a SUCCESS left undone
             (:func:`~dynaweb_env.world_model.grounding.unmet_objective`); the reward is then ``0.0``.
+        success_probability: The judge's probability of SUCCESS (:func:`success_probability`), where the backend
+            gives log-probs and a tokenizer; ``None`` where it does not. ``0.0`` when the objective check withheld
+            a SUCCESS; the mean of the votes' with self-consistency.
     """
 
     reward: float
@@ -141,6 +146,7 @@ class JudgeVerdict:
     votes: tuple[float, ...] = ()
     abstained: bool = False
     unmet: tuple[str, ...] = ()
+    success_probability: float | None = None
 
 
 def format_judge_input(
@@ -319,6 +325,32 @@ def parse_judge_output(text: str) -> JudgeVerdict:
     return JudgeVerdict(1.0 if verdicts[-1].upper() == "SUCCESS" else 0.0, reasoning, raw, None)
 
 
+def success_probability(generation: Generation, verdict: JudgeVerdict, tokenizer: Any) -> float | None:
+    """The judge's probability of SUCCESS, read from the log-prob of the token that decided its verdict word.
+
+    The verdict word's first token (``" SU"`` of ``" SUCCESS"``, ``" FA"`` of ``" FAILURE"``) is where the two
+    outcomes part; its probability ``p`` is the judge's confidence, and the rest of the mass is taken to be the
+    other verdict's: ``p`` for SUCCESS, ``1 - p`` for FAILURE. Unlike the 0/1 reward, it ranks two trajectories
+    the judge gives the same verdict.
+
+    Returns:
+        The probability, or ``None`` when the verdict is unreadable or the generation carries no log-probs or
+        token ids (or no tokenizer is given).
+    """
+    ids, logprobs = generation.completion_ids, generation.logprobs
+    if verdict.error or tokenizer is None or not ids or len(logprobs) != len(ids):
+        return None
+    matches = list(_VERDICT.finditer(generation.text))
+    if not matches:
+        return None
+    word_start = matches[-1].start(1)
+    for index in range(len(ids)):
+        if len(tokenizer.decode(ids[: index + 1], skip_special_tokens=True)) > word_start:
+            chosen = math.exp(min(0.0, float(logprobs[index])))
+            return chosen if verdict.reward >= 0.5 else 1.0 - chosen
+    return None
+
+
 class TrajectoryJudge:
     """Scores whole trajectories with an LLM, in batches.
 
@@ -390,11 +422,13 @@ class TrajectoryJudge:
         if len(generations) != len(conversations):
             raise GenerationError(f"backend returned {len(generations)} generations for {len(conversations)} prompts")
         verdicts = []
+        tokenizer = getattr(self.backend, "tokenizer", None)
         for generation in generations:
             verdict = parse_judge_output(generation.text)
             if verdict.error and generation.finish_reason == "length":
                 verdict = dataclasses.replace(verdict, error=verdict.error + " (generation hit the token limit)")
-            verdicts.append(verdict)
+            probability = success_probability(generation, verdict, tokenizer)
+            verdicts.append(dataclasses.replace(verdict, success_probability=probability))
         if self.votes > 1:
             verdicts = [tally_votes(verdicts[i : i + self.votes]) for i in range(0, len(verdicts), self.votes)]
         if self.objective_check:
@@ -417,7 +451,10 @@ def check_objective(request: JudgeRequest, verdict: JudgeVerdict) -> JudgeVerdic
     if not unmet:
         return verdict
     reasoning = f"SUCCESS withheld: {'; '.join(unmet)} (the judge said: {verdict.reasoning})"
-    return dataclasses.replace(verdict, reward=0.0, reasoning=reasoning, unmet=tuple(unmet))
+    withheld = None if verdict.success_probability is None else 0.0
+    return dataclasses.replace(
+        verdict, reward=0.0, reasoning=reasoning, unmet=tuple(unmet), success_probability=withheld
+    )
 
 
 def tally_votes(votes: Sequence[JudgeVerdict]) -> JudgeVerdict:
@@ -426,11 +463,13 @@ def tally_votes(votes: Sequence[JudgeVerdict]) -> JudgeVerdict:
     An unreadable vote counts as FAILURE, as a lone unreadable verdict does.
     """
     rewards = tuple(vote.reward for vote in votes)
+    probabilities = [vote.success_probability for vote in votes]
+    mean = None if None in probabilities else sum(probabilities) / len(probabilities)  # type: ignore[arg-type]
     if len(set(rewards)) == 1:
-        return dataclasses.replace(votes[0], votes=rewards)
+        return dataclasses.replace(votes[0], votes=rewards, success_probability=mean)
     successes = sum(reward >= 0.5 for reward in rewards)
     reasoning = f"the judge abstained: {successes} of {len(rewards)} votes said SUCCESS"
-    return JudgeVerdict(0.0, reasoning, votes[0].raw, None, rewards, True)
+    return JudgeVerdict(0.0, reasoning, votes[0].raw, None, rewards, True, success_probability=mean)
 
 
 __all__ = [
@@ -452,4 +491,5 @@ __all__ = [
     "format_judge_target",
     "judge_cases",
     "parse_judge_output",
+    "success_probability",
 ]
