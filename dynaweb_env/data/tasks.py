@@ -34,7 +34,13 @@ TASK_SUITES: dict[str, tuple[str, ...]] = {"small": DEFAULT_TASKS, "multistep": 
 #: episode over seeds 0-49 in ``benchmarks/results/expert_success/expert_success.json``, plus room for a
 #: policy's mistakes). Every other task keeps the limit it is given. Applied by :func:`step_limit`.
 TASK_STEP_LIMITS: dict[str, int] = {
+    "miniwob.book-flight": 15,
+    "miniwob.book-flight-nodelay": 15,
+    "miniwob.choose-date": 20,
+    "miniwob.choose-date-nodelay": 20,
     "miniwob.click-checkboxes-large": 20,
+    "miniwob.form-sequence": 15,
+    "miniwob.number-checkboxes": 20,
 }
 
 

@@ -15,6 +15,7 @@ Example:
 """
 
 from . import miniwob, miniwob_multistep  # noqa: F401  (register the MiniWoB++ experts)
+from . import miniwob_long  # noqa: F401  (long tasks: five actions and more)
 from .base import (
     EXPERTS,
     AxNode,
