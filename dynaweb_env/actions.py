@@ -8,11 +8,17 @@ Actions are single strings in the WebArena / NNetNav grammar used by the DynaWeb
     goto [url] | go_back | go_forward
     stop [answer]
 
+and beyond the paper's twelve ``select [id] [option]``, ``dblclick [id]``, ``focus [id]``,
+``press_on [id] [key_comb]`` and ``noop [wait_ms]``. Every action is defined once, in
+:data:`~dynaweb_env.action_spec.ACTION_SPECS`; the tables and checks here are made from it.
+
 :func:`parse_action` turns a string into an :class:`Action` (or raises :class:`ActionParseError`
 with a message fit to show the policy as ``last_action_error``), :func:`format_action` is its
 inverse, :data:`ACTION_DESCRIPTIONS` documents the grammar for prompts,
 :func:`extract_action` finds the action inside a whole policy response
 (``REASON: ... ACTION: ...``), and :func:`read_action` does all of it for an environment step.
+:func:`read_action` also reads BrowserGym's calls (``action_set="browsergym"``,
+:mod:`dynaweb_env.browsergym_actions`) into the same :class:`Action`.
 A ``press`` of a key Playwright does not know is refused here, so both envs refuse it alike; the
 rules that need an env's state (tabs, pages a task forbids) are in :mod:`dynaweb_env.action_rules`.
 """
@@ -20,59 +26,21 @@ rules that need an env's state (tabs, pages a task forbids) are in :mod:`dynaweb
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .action_rules import key_combination_error
+from .action_spec import ACTION_SPECS, OFFERED_ACTIONS, check_arguments
 from .spaces import MAX_ACTION_LENGTH
 
-#: Action name -> list of argument names, in order. The grammar's one definition.
-ACTION_ARGUMENTS: dict[str, tuple[str, ...]] = {
-    "click": ("element_id",),
-    "type": ("element_id", "text", "press_enter_after"),
-    "hover": ("element_id",),
-    "press": ("key_comb",),
-    "scroll": ("direction",),
-    "new_tab": (),
-    "tab_focus": ("tab_index",),
-    "close_tab": (),
-    "goto": ("url",),
-    "go_back": (),
-    "go_forward": (),
-    "stop": ("answer",),
-    "select": ("element_id", "option"),
-}
+#: Action name -> its argument names, in order (from :data:`~dynaweb_env.action_spec.ACTION_SPECS`).
+ACTION_ARGUMENTS: dict[str, tuple[str, ...]] = {name: spec.arguments for name, spec in ACTION_SPECS.items()}
 
-#: One line per action, used verbatim in the agent and world-model prompts.
-ACTION_DESCRIPTIONS: dict[str, str] = {
-    "click": "`click [id]`: Click on the element with the numerical id [id] on the page. E.g., `click [7]`.",
-    "type": (
-        "`type [id] [content] [press_enter_after=0|1]`: Type content into the field with id [id]. "
-        "The Enter key is pressed after typing unless press_enter_after is 0. "
-        "E.g., `type [15] [Carnegie Mellon University] [1]`."
-    ),
-    "hover": "`hover [id]`: Hover over the element with id [id].",
-    "press": (
-        "`press [key_comb]`: Press a key combination on the keyboard (e.g., `press [Control+a]`, `press [Enter]`)."
-    ),
-    "scroll": "`scroll [down]` or `scroll [up]`: Scroll the page down or up.",
-    "new_tab": "`new_tab`: Open a new, empty browser tab.",
-    "tab_focus": "`tab_focus [tab_index]`: Switch focus to the browser tab with index tab_index.",
-    "close_tab": "`close_tab`: Close the currently active tab.",
-    "goto": "`goto [url]`: Navigate to the url.",
-    "go_back": "`go_back`: Navigate to the previously viewed page.",
-    "go_forward": "`go_forward`: Navigate to the next page (after a `go_back`).",
-    "stop": (
-        "`stop [answer]`: Stop when you believe the task is complete, with the answer in brackets. "
-        "If the task needs no textual answer, use `stop [N/A]`. E.g., `stop [5h 47min]`."
-    ),
-    "select": "`select [id] [option]`: Select the option with the text [option] in the drop-down list with id [id].",
-}
+#: One line per action, used verbatim in the agent's prompt (from :data:`~dynaweb_env.action_spec.ACTION_SPECS`).
+ACTION_DESCRIPTIONS: dict[str, str] = {name: spec.description for name, spec in ACTION_SPECS.items()}
 
 _BRACKETED = re.compile(r"\[((?:[^\[\]]|\[[^\[\]]*\])*)\]")
 _NAME = re.compile(r"\s*([a-z_]+)\s*")
-_ELEMENT_ID = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
 
 class ActionParseError(ValueError):
@@ -139,19 +107,21 @@ def parse_action(text: str) -> Action:
         shown = stripped.split()[0][:40] if stripped.split() else stripped[:40]
         raise ActionParseError(f"unknown action {shown!r}; valid actions: {', '.join(ACTION_ARGUMENTS)}")
     rest = stripped[match.end() :] if match else ""
+    spec = ACTION_SPECS[name]
     args = _split_bracketed(rest, name)
-    expected = ACTION_ARGUMENTS[name]
-    if name == "type" and len(args) == 2:
-        args.append("1")
-    if name == "stop" and not args:
-        args.append("")
+    expected = spec.arguments
+    missing = len(expected) - len(args)
+    if 0 < missing <= len(spec.defaults):
+        args.extend(spec.defaults[len(spec.defaults) - missing :])
     if len(args) != len(expected):
         raise ActionParseError(
             f"{name} takes {len(expected)} bracketed argument(s) ({', '.join(expected) or 'none'}), "
             f"got {len(args)}: {format_action_usage(name)}"
         )
-    _validate(name, args)
-    return Action(name, tuple(args))
+    try:
+        return Action(name, check_arguments(spec, args))
+    except ValueError as error:
+        raise ActionParseError(str(error)) from None
 
 
 def _split_bracketed(rest: str, name: str) -> list[str]:
@@ -168,7 +138,7 @@ def _split_bracketed(rest: str, name: str) -> list[str]:
                 # `stop` answers often contain brackets themselves: take everything up to the last "]".
                 break
             raise ActionParseError(f"arguments must be in square brackets: {format_action_usage(name)}")
-        args.append(match.group(1).strip() if name != "type" else match.group(1))
+        args.append(match.group(1) if ACTION_SPECS[name].keep_spacing else match.group(1).strip())
         position = match.end()
     if name == "stop" and not args and rest.strip():
         body = rest.strip()
@@ -176,28 +146,6 @@ def _split_bracketed(rest: str, name: str) -> list[str]:
             return [body[1:-1].strip()]
         raise ActionParseError(f"arguments must be in square brackets: {format_action_usage(name)}")
     return args
-
-
-def _validate(name: str, args: list[str]) -> None:
-    if "element_id" in ACTION_ARGUMENTS[name] and not _ELEMENT_ID.match(args[0].strip()):
-        raise ActionParseError(f"{name}: element id must be the id shown in the tree, e.g. [12]; got [{args[0]}]")
-    if name == "type":
-        args[0] = args[0].strip()
-        if args[2].strip() not in ("0", "1"):
-            raise ActionParseError(f"type: press_enter_after must be 0 or 1, got [{args[2]}]")
-        args[2] = args[2].strip()
-    if name == "scroll" and args[0].lower() not in ("up", "down"):
-        raise ActionParseError(f"scroll direction must be up or down, got [{args[0]}]")
-    if name == "scroll":
-        args[0] = args[0].lower()
-    if name == "tab_focus" and not args[0].isdigit():
-        raise ActionParseError(f"tab_focus: tab index must be a non-negative integer, got [{args[0]}]")
-    if name in ("goto", "press") and not args[0]:
-        raise ActionParseError(f"{name}: argument must not be empty")
-    if name == "select" and not args[1]:
-        raise ActionParseError("select: option must not be empty")
-    if name == "press" and (key_error := key_combination_error(args[0])):
-        raise ActionParseError(key_error)
 
 
 def format_action(action: Action) -> str:
@@ -209,12 +157,13 @@ def format_action(action: Action) -> str:
 
 def format_action_usage(name: str) -> str:
     """The usage pattern of one action, e.g. ``"type [element_id] [text] [press_enter_after]"``."""
-    return " ".join([name, *(f"[{arg}]" for arg in ACTION_ARGUMENTS[name])])
+    return ACTION_SPECS[name].usage()
 
 
 def describe_actions(names: tuple[str, ...] | None = None) -> str:
-    """A bullet list describing the given actions (all by default), for system prompts."""
-    return "\n".join(f"- {ACTION_DESCRIPTIONS[name]}" for name in (names or tuple(ACTION_ARGUMENTS)))
+    """A bullet list describing the given actions (by default :data:`~dynaweb_env.action_spec.OFFERED_ACTIONS`),
+    for system prompts."""
+    return "\n".join(f"- {ACTION_SPECS[name].description}" for name in (names or OFFERED_ACTIONS))
 
 
 # Response reading is written with string operations over lines, not with regular expressions that
@@ -378,7 +327,18 @@ class ReadAction:
     error: str = ""
 
 
-def read_action(text: Any, max_length: int = MAX_ACTION_LENGTH) -> ReadAction:
+def _grammar(action_set: str) -> tuple[Callable[[str], Action], Callable[[str], str]]:
+    """``(parse, extract)`` of an action set: the paper's grammar, or BrowserGym's
+    (:mod:`dynaweb_env.browsergym_actions`)."""
+    if action_set == "paper":
+        return parse_action, extract_action
+    from .browsergym_actions import check_action_set, extract_browsergym_action, parse_browsergym_action
+
+    check_action_set(action_set)
+    return parse_browsergym_action, extract_browsergym_action
+
+
+def read_action(text: Any, max_length: int = MAX_ACTION_LENGTH, action_set: str = "paper") -> ReadAction:
     """Read the action of one env step, from a bare action or a whole policy response.
 
     Both envs read actions with this one function, so they accept and refuse the same texts with
@@ -389,10 +349,13 @@ def read_action(text: Any, max_length: int = MAX_ACTION_LENGTH) -> ReadAction:
     Args:
         text: What was passed to ``step``.
         max_length: The longest text admitted.
+        action_set: ``"paper"`` (this module's grammar) or ``"browsergym"`` (BrowserGym's calls,
+            :mod:`dynaweb_env.browsergym_actions`); both give the same :class:`Action`, shown in its paper form.
 
     Returns:
         A :class:`ReadAction`; ``error`` reads ``"invalid action: ..."`` when ``action`` is ``None``.
     """
+    parse, extract = _grammar(action_set)
     if not isinstance(text, str):
         return ReadAction(None, "", error=f"invalid action: action must be a string, got {type(text).__name__}")
     if len(text) > max_length:
@@ -402,15 +365,15 @@ def read_action(text: Any, max_length: int = MAX_ACTION_LENGTH) -> ReadAction:
             error=f"invalid action: the action is {len(text)} characters long, more than the {max_length} allowed",
         )
     try:
-        action = parse_action(text)
+        action = parse(text)
         return ReadAction(action, format_action(action))
     except ActionParseError as direct_error:
-        extracted = extract_action(text)
+        extracted = extract(text)
         if extracted == text.strip():
             return ReadAction(None, extracted[:MAX_SHOWN_ACTION_LENGTH], error=f"invalid action: {direct_error}")
     reasoning = extract_reasoning(text)
     try:
-        action = parse_action(extracted)
+        action = parse(extracted)
     except ActionParseError as error:
         return ReadAction(None, extracted[:MAX_SHOWN_ACTION_LENGTH], reasoning, f"invalid action: {error}")
     return ReadAction(action, format_action(action), reasoning)

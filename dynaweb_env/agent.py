@@ -23,17 +23,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
+from .action_spec import OFFERED_ACTIONS
 from .actions import describe_actions
 from .observation import render_observation
 
 ResponseStyle = Literal["compact", "paper"]
 
-#: Actions offered to the policy. MiniWoB++ tasks need no tab or URL actions, but the grammar
-#: stays complete so the same policy runs on WebArena-style sites.
-DEFAULT_POLICY_ACTIONS: tuple[str, ...] = (
-    "click", "type", "hover", "press", "scroll", "new_tab", "tab_focus", "close_tab",
-    "goto", "go_back", "go_forward", "stop", "select",
-)  # fmt: skip
+#: Actions offered to the policy: the paper's grammar, then ``select``
+#: (:data:`~dynaweb_env.action_spec.OFFERED_ACTIONS`).
+#: MiniWoB++ tasks need no tab or URL actions, but the grammar stays complete so the same policy runs on
+#: WebArena-style sites.
+DEFAULT_POLICY_ACTIONS: tuple[str, ...] = OFFERED_ACTIONS
 
 _PAPER_SECTIONS = """Generate the response in the following format:
 INTERACTION HISTORY SUMMARY:
@@ -64,11 +64,28 @@ ACTION:
 Select your action here."""
 
 
-def policy_system_prompt(style: ResponseStyle = "compact", actions: Sequence[str] = DEFAULT_POLICY_ACTIONS) -> str:
-    """The agent system prompt (paper, appendix A.1), for the given response style and actions."""
+def policy_system_prompt(
+    style: ResponseStyle = "compact", actions: Sequence[str] = DEFAULT_POLICY_ACTIONS, action_set: str = "paper"
+) -> str:
+    """The agent system prompt (paper, appendix A.1), for the given response style and actions.
+
+    Args:
+        style: ``"compact"`` (``REASON`` and ``ACTION``) or ``"paper"`` (the paper's five sections).
+        actions: The paper-grammar actions described (``action_set="paper"``).
+        action_set: ``"paper"``, or ``"browsergym"``: the actions are BrowserGym's calls, described by
+            BrowserGym's ``HighLevelActionSet.describe()``
+            (:func:`~dynaweb_env.browsergym_actions.describe_browsergym_actions`).
+    """
     if style not in ("compact", "paper"):
         raise ValueError(f"style must be 'compact' or 'paper', got {style!r}")
     sections = _PAPER_SECTIONS if style == "paper" else _COMPACT_SECTIONS
+    if action_set != "paper":
+        from .browsergym_actions import check_action_set, describe_browsergym_actions
+
+        check_action_set(action_set)
+        described = describe_browsergym_actions()
+    else:
+        described = describe_actions(tuple(actions))
     return (
         "You are an AI assistant performing tasks on a web browser. You will be provided with task "
         "objective, current step, web page observations, interaction history and previous taked notes. "
@@ -77,7 +94,7 @@ def policy_system_prompt(style: ResponseStyle = "compact", actions: Sequence[str
         "You are ONLY allowed to use the following action commands. Strictly adheres to the given format. "
         "Only issue one single action.\n"
         "Use the following actions:\n"
-        f"{describe_actions(tuple(actions))}\n"
+        f"{described}\n"
         "If clicking on a specific element doesn't trigger the transition to your desired web state, this is "
         "due to the element's lack of interactivity or GUI visibility. In such cases, move on to interact "
         "with OTHER similar or relevant elements INSTEAD."

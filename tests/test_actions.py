@@ -83,9 +83,11 @@ def test_element_id_and_named_args():
 
 
 def test_descriptions_cover_the_whole_grammar():
-    text = describe_actions()
+    text = describe_actions(tuple(ACTION_ARGUMENTS))
     for name in ACTION_ARGUMENTS:
-        assert f"`{name}" in text
+        assert f"- `{name}" in text
+    default = describe_actions()  # what the policy is offered: the paper's twelve, then select
+    assert "- `select [id] [option]`" in default and "dblclick" not in default
 
 
 RESPONSES = [

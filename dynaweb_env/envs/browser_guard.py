@@ -155,7 +155,7 @@ class BrowserGuard:
         page = self.browser_env.page
         if action.name == "goto":
             return self.policy.refusal(action.args[0], base_url=page.url)
-        if action.name == "click":
+        if action.name in ("click", "dblclick"):
             from browsergym.core.action.utils import get_elem_by_bid
 
             try:

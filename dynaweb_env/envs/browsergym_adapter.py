@@ -21,6 +21,7 @@ from typing import Any
 import gymnasium as gym
 
 from ..action_rules import normalize_key_combination
+from ..action_spec import ACTION_SPECS
 from ..actions import Action
 from ..compat import browsergym as compat_browsergym
 from .browser import setup_miniwob_url
@@ -38,31 +39,9 @@ _COUNT_ELEMENTS_JS = "() => document.getElementsByTagName('*').length"
 
 
 def to_browsergym_call(action: Action, viewport_height: int) -> str:
-    """BrowserGym's high-level action code for ``action`` (``scroll`` moves 90% of ``viewport_height``)."""
-    name, args = action.name, action.args
-    element_calls = {"click": "click", "hover": "hover"}
-    plain_calls = {"new_tab": "new_tab()", "close_tab": "tab_close()", "go_back": "go_back()"}
-    plain_calls["go_forward"] = "go_forward()"
-    if name in element_calls:
-        return f"{element_calls[name]}({args[0]!r})"
-    if name in plain_calls:
-        return plain_calls[name]
-    if name == "type":
-        call = f"fill({args[0]!r}, {args[1]!r})"
-        return call + (f"\npress({args[0]!r}, 'Enter')" if args[2] == "1" else "")
-    if name == "press":
-        return f"keyboard_press({normalize_key_combination(args[0])!r})"
-    if name == "scroll":
-        return f"scroll(0, {(1 if args[0] == 'down' else -1) * round(0.9 * viewport_height)})"
-    if name == "tab_focus":
-        return f"tab_focus({int(args[0])})"
-    if name == "goto":
-        return f"goto({args[0]!r})"
-    if name == "stop":
-        return f"send_msg_to_user({args[0]!r})"
-    if name == "select":
-        return f"select_option({args[0]!r}, {args[1]!r})"
-    raise ValueError(f"no BrowserGym translation for {name!r}")  # unreachable: the grammar is closed
+    """BrowserGym's high-level action code for ``action`` (its spec's ``browsergym``; ``scroll`` moves 90% of
+    ``viewport_height``)."""
+    return ACTION_SPECS[action.name].browsergym(action.args, viewport_height)
 
 
 def bounded_axtree(axtree_object: dict, max_nodes: int = MAX_AXTREE_NODES, max_depth: int = MAX_AXTREE_DEPTH):

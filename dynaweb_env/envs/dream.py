@@ -56,6 +56,7 @@ class DreamDynamics:
         dream_length: Most steps per dream (malformed actions count).
         guards: The reward guards (:mod:`~dynaweb_env.envs.dream_guards`; default: none). Judge votes are
             the judge's own setting (``TrajectoryJudge(votes=...)``); the rest apply here.
+        action_set: ``"paper"`` or ``"browsergym"``: the grammar actions are read in (both give the same actions).
     """
 
     def __init__(
@@ -64,11 +65,14 @@ class DreamDynamics:
         judge: TrajectoryJudge | Callable[[], TrajectoryJudge],
         dream_length: int,
         guards: RewardGuards | None = None,
+        action_set: str = "paper",
     ):
         self._world_model = world_model
         self._judge = judge
         self.dream_length = dream_length
         self.guards = guards or RewardGuards()
+        #: The grammar actions are read in (:data:`~dynaweb_env.browsergym_actions.ACTION_SETS`).
+        self.action_set = action_set
 
     @property
     def world_model(self) -> WebWorldModel:
@@ -112,7 +116,7 @@ class DreamDynamics:
         asks: list[int] = []
         left_page: dict[int, str] = {}  # episodes whose task ended when the action left its page
         for index, (episode, text) in enumerate(zip(staged, actions, strict=True)):
-            action, shown, reasoning, error = read_dream_action(text, episode)
+            action, shown, reasoning, error = read_dream_action(text, episode, self.action_set)
             episode.num_steps += 1
             episode.last_action, episode.last_action_error = shown, error
             infos.append(
@@ -338,10 +342,12 @@ class DreamWebEnv(gym.Env[dict[str, str], str]):
     ## Action Space
 
     ``web_action_space()``: one string in the paper's grammar (:mod:`dynaweb_env.actions`), e.g.
-    ``click [13]`` or ``stop [42]``, or a whole policy response (``REASON: ... ACTION: ...``) from
-    which the action is extracted. A malformed action, or one on an element id that is not in the
-    current tree, costs a step, leaves the page unchanged, sets ``last_action_error`` (worded as
-    RealWeb-v0 words it) and makes no model call.
+    ``click [13]``, ``select [7] [Red]`` or ``stop [42]``, or a whole policy response (``REASON: ... ACTION: ...``)
+    from which the action is extracted. With ``action_set="browsergym"``, BrowserGym's calls instead
+    (``click('13')``, ``select_option('7', 'Red')``, ``send_msg_to_user('42')``:
+    :mod:`~dynaweb_env.browsergym_actions`), read into the same actions, which the world model and judge see.
+    A malformed action, or one on an element id that is not in the current tree, costs a step, leaves the page
+    unchanged, sets ``last_action_error`` (worded as RealWeb-v0 words it) and makes no model call.
 
     ## Observation Space
 

@@ -71,27 +71,38 @@ NOT_FILLABLE_ROLES = frozenset(
 )  # fmt: skip
 
 
-def read_dream_action(text: Any, episode: DreamEpisode) -> tuple[Action | None, str, str, str]:
+def read_dream_action(
+    text: Any, episode: DreamEpisode, action_set: str = "paper"
+) -> tuple[Action | None, str, str, str]:
     """``(action or None, action string to show, reasoning, error)`` for a bare action or a policy response.
 
-    The text is read as RealWeb-v0 reads it (:func:`~dynaweb_env.actions.read_action`). An element
-    action whose id is not in the current tree, typing into an element that takes no text (a button, a
-    link, a checkbox: :data:`NOT_FILLABLE_ROLES`), a tab that is not open, closing the last tab
+    The text is read as RealWeb-v0 reads it (:func:`~dynaweb_env.actions.read_action`, in ``action_set``'s
+    grammar). An element action whose id is not in the current tree, typing into an element that takes no
+    text (a button, a link, a checkbox: :data:`NOT_FILLABLE_ROLES`), selecting in an element that is not a
+    list (:data:`SELECTABLE_ROLES`), a tab that is not open, closing the last tab
     (:func:`~dynaweb_env.action_rules.tab_refusal`), and a navigation the real env would refuse, are
     refused here with the real env's words, so the world model is never asked to imagine them.
     """
-    read = read_action(text)
+    read = read_action(text, action_set=action_set)
     if read.action is None:
         return None, read.shown, read.reasoning, read.error
     action = read.action
     if action.element_id is not None and action.element_id not in axtree_element_ids(episode.axtree):
         return None, read.shown, read.reasoning, _MISSING_ELEMENT.format(action.element_id)
-    if action.name == "type":
+    if action.name in ("type", "select"):
         node = parse_axtree_line(axtree_element_line(episode.axtree, action.element_id, MAX_TEXT_LENGTH))
-        if node is not None and node.role in NOT_FILLABLE_ROLES:
+        if node is not None and action.name == "type" and node.role in NOT_FILLABLE_ROLES:
             return None, read.shown, read.reasoning, NOT_FILLABLE_ERROR
+        if node is not None and action.name == "select" and node.role not in SELECTABLE_ROLES:
+            return None, read.shown, read.reasoning, NOT_SELECTABLE_ERROR
     refusal = tab_refusal(action, episode.tabs) or _navigation_refusal(action, episode)
     return (None if refusal else action), read.shown, read.reasoning, refusal
+
+
+# Playwright's message for selecting in an element that is not a <select> (BrowserGym's select_option).
+NOT_SELECTABLE_ERROR = "Error: Locator.select_option: Error: Element is not a <select> element"
+#: The roles a <select> is shown with (one choice, several): selecting in any other element fails on a real page.
+SELECTABLE_ROLES = frozenset({"combobox", "listbox"})
 
 
 def leaves_task_page(action: Action, episode: DreamEpisode) -> str:
@@ -111,7 +122,7 @@ def _navigation_refusal(action: Action, episode: DreamEpisode) -> str:
     policy = NavigationPolicy.for_start_url(episode.start.url)
     if action.name == "goto":
         return policy.refusal(action.arg("url"), base_url=episode.url)
-    if action.name == "click":
+    if action.name in ("click", "dblclick"):
         link = _LINK_URL.search(axtree_element_line(episode.axtree, action.arg("element_id"), MAX_TEXT_LENGTH))
         href = (link.group(1) or link.group(2)) if link else ""
         if href and not href.lower().startswith("javascript:"):  # as the real env: a page's own script link runs

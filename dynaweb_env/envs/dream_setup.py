@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..browsergym_actions import check_action_set
 from ..data.start_states import StartState, load_start_states, sample_start_state
 from ..llm.base import GenerationBackend, SamplingParams
 from ..world_model.judge import TrajectoryJudge
@@ -62,6 +63,9 @@ class DreamSettings:
         reward_guards: A :class:`~dynaweb_env.envs.dream_guards.RewardGuards` or a dict of its fields, e.g.
             ``{"judge_votes": 5}`` or ``{"gate_termination": True}``. Default: only ``objective_check``;
             ``{"objective_check": False}`` is the paper's dream.
+        action_set: The action grammar: ``"paper"`` (``click [13]``) or ``"browsergym"`` (BrowserGym's
+            ``HighLevelActionSet`` calls, ``click('13')``: :mod:`~dynaweb_env.browsergym_actions`). Both are read
+            into the same actions, so the world model and the judge see the paper's form either way.
         render_mode: ``None`` or ``"ansi"``.
 
     A model named by a spec is prompted in the style it was trained on (``model_prompt_style``).
@@ -82,9 +86,11 @@ class DreamSettings:
     max_axtree_chars: int = DEFAULT_MAX_AXTREE_CHARS
     output_mode: str | None = None
     reward_guards: RewardGuards | dict | None = None
+    action_set: str = "paper"
     render_mode: str | None = None
 
     def __post_init__(self):
+        check_action_set(self.action_set)
         if self.render_mode is not None and self.render_mode not in RENDER_MODES:
             raise ValueError(f"render_mode must be None or one of {list(RENDER_MODES)}, got {self.render_mode!r}")
 
@@ -108,6 +114,7 @@ class DreamSettings:
             self.world_model, self.judge, self.dream_length, self.world_model_temperature, *budgets,
             self.max_axtree_chars, self.output_mode, self.reward_guards,
         )  # fmt: skip
+        dynamics.action_set = self.action_set
         return dynamics, load_task_start_states(self.start_states, self.tasks, self.include_intermediate)
 
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..action_rules import DEFAULT_MAX_TABS
 from ..actions import Action, read_action
+from ..browsergym_actions import check_action_set
 from ..compat import browsergym as compat_browsergym
 from ..data.tasks import step_limit
 from ..navigation import absolute_url
@@ -71,7 +72,11 @@ class RealWebEnv(gym.Env[dict, str]):
     ``go_back``, ``go_forward``, and ``stop [answer]`` -> ``send_msg_to_user(answer)``. An action
     that does not parse, is longer than the space admits, names a missing element or tab, would
     close the last tab or open more than ``max_tabs``, or would navigate where the task does not
-    live costs a step, sets ``last_action_error`` and the episode goes on.
+    live costs a step, sets ``last_action_error`` and the episode goes on. ``select [id] [option]`` ->
+    ``select_option``; ``dblclick``, ``focus``, ``press_on [id] [keys]`` -> ``press`` and ``noop`` too
+    (:data:`~dynaweb_env.action_spec.ACTION_SPECS` defines each). With ``action_set="browsergym"`` the actions are
+    BrowserGym's own calls instead (``click('13')``, ``fill('13', 'text')``, ...:
+    :mod:`~dynaweb_env.browsergym_actions`), read into the same actions; ``last_action`` shows their paper form.
 
     Navigation is confined to the task (:class:`~dynaweb_env.navigation.NavigationPolicy`): its
     hosts, or for local pages the directory of its start page. ``goto`` and clicks on links are
@@ -122,7 +127,7 @@ class RealWebEnv(gym.Env[dict, str]):
     gym.make("RealWeb-v0", task="miniwob.click-button", tasks=None, max_steps=10,
              allowed_domains=None, headless=True, action_timeout_ms=None, element_timeout_ms=2000,
              step_timeout_s=60.0, reset_timeout_s=120.0, pre_observation_delay=0.5, max_tabs=8,
-             max_page_elements=20_000, clickable=True, render_mode=None)
+             max_page_elements=20_000, clickable=True, action_set="paper", render_mode=None)
     ```
 
     * ``task``: a BrowserGym task id (``miniwob.<name>``; ``webarena.<n>`` etc. once that benchmark
@@ -148,6 +153,8 @@ class RealWebEnv(gym.Env[dict, str]):
     * ``clickable``: keep clickable ``generic`` elements (a ``<span>`` link, a ``<div>`` button, a clickable
       row) with their bids, as ``[13] generic, clickable=True`` lines; ``False`` gives the observation
       before issue 51 (BrowserGym's default flattening, which drops them, so they cannot be clicked by id).
+    * ``action_set``: the action grammar: ``"paper"`` (``click [13]``) or ``"browsergym"`` (BrowserGym's
+      ``HighLevelActionSet`` calls, subsets ``chat``, ``bid`` and ``nav``: ``click('13')``).
     * ``render_mode``: ``"ansi"`` makes ``render()`` return the observation as the policy sees it.
 
     ``info`` holds ``task_id``, ``task_seed``, ``source="real"``, ``changes=""`` (the real env does
@@ -176,6 +183,7 @@ class RealWebEnv(gym.Env[dict, str]):
         max_tabs: int = DEFAULT_MAX_TABS,
         max_page_elements: int = MAX_PAGE_ELEMENTS,
         clickable: bool = True,
+        action_set: str = "paper",
         render_mode: str | None = None,
     ):
         _validate_arguments(
@@ -186,6 +194,7 @@ class RealWebEnv(gym.Env[dict, str]):
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
         if not isinstance(clickable, bool):
             raise ValueError(f"clickable must be True or False, got {clickable!r}")
+        self.action_set = check_action_set(action_set)
         self.task = task
         self.tasks = list(tasks) if tasks is not None else None
         self.max_steps = max_steps
@@ -257,7 +266,7 @@ class RealWebEnv(gym.Env[dict, str]):
         self._step_count += 1
         truncated_by_limit = self._step_count >= step_limit(self._task_id, self.max_steps)
 
-        read = read_action(action, self.action_space.max_length)
+        read = read_action(action, self.action_space.max_length, self.action_set)
         if read.action is None:
             return self._refuse(read.shown, read.error, truncated_by_limit)
         parsed = read.action

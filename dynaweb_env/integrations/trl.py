@@ -1,7 +1,8 @@
 """TRL: DreamWeb-v0 as a tool-calling environment for ``GRPOTrainer(environment_factory=...)``.
 
-Each page action of DynaWeb's grammar is a tool (``click``, ``type``, ``scroll``, ..., ``stop``)
-that acts on the page and returns the next one as text. ``reset(**row)`` starts a dream from the
+Each action the policy is offered (:data:`~dynaweb_env.action_spec.OFFERED_ACTIONS`: ``click``, ``type``,
+``scroll``, ..., ``stop``, ``select``) is a tool, made from its spec, that acts on the page and returns the
+next one as text. ``reset(**row)`` starts a dream from the
 row's ``task`` / ``task_seed`` / ``step_index`` columns (so the ``G`` rollouts of a prompt share
 one start state) and returns the first page, which TRL appends to the prompt. ``get_reward``
 returns the dream's verdict: a dream still running when the model stops calling tools is ended
@@ -31,6 +32,7 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..action_spec import ACTION_SPECS, OFFERED_ACTIONS, tool_method
 from ..agent import observation_message
 from ._common import WebEpisode, render_step
 
@@ -71,127 +73,12 @@ class DreamWebTools:
         observation, _, _, _, info = self._episode.step(action)
         return render_step(observation, info, self._episode.done, self._episode.reward)
 
-    def click(self, element_id: str) -> str:
-        """Click an element of the page.
 
-        Args:
-            element_id: The element's id, the number in brackets before it in the page, e.g. 13.
-
-        Returns:
-            The page after the click.
-        """
-        return self._act(f"click [{element_id}]")
-
-    def type(self, element_id: str, text: str, press_enter: bool = False) -> str:
-        """Type text into a field of the page (its old content is replaced).
-
-        Args:
-            element_id: The field's id, the number in brackets before it in the page.
-            text: The text to type.
-            press_enter: Whether to press Enter after typing.
-
-        Returns:
-            The page after typing.
-        """
-        return self._act(f"type [{element_id}] [{text}] [{int(bool(press_enter))}]")
-
-    def hover(self, element_id: str) -> str:
-        """Hover the mouse over an element of the page.
-
-        Args:
-            element_id: The element's id, the number in brackets before it in the page.
-
-        Returns:
-            The page after hovering.
-        """
-        return self._act(f"hover [{element_id}]")
-
-    def press(self, key_comb: str) -> str:
-        """Press a key or key combination, e.g. Enter or Control+a.
-
-        Args:
-            key_comb: The keys, joined with +.
-
-        Returns:
-            The page after the key press.
-        """
-        return self._act(f"press [{key_comb}]")
-
-    def scroll(self, direction: str) -> str:
-        """Scroll the page.
-
-        Args:
-            direction: up or down.
-
-        Returns:
-            The page after scrolling.
-        """
-        return self._act(f"scroll [{direction}]")
-
-    def goto(self, url: str) -> str:
-        """Open a URL in the current tab.
-
-        Args:
-            url: The URL to open.
-
-        Returns:
-            The page at that URL.
-        """
-        return self._act(f"goto [{url}]")
-
-    def go_back(self) -> str:
-        """Go back to the previous page.
-
-        Returns:
-            The previous page.
-        """
-        return self._act("go_back")
-
-    def go_forward(self) -> str:
-        """Go forward to the next page (after going back).
-
-        Returns:
-            The next page.
-        """
-        return self._act("go_forward")
-
-    def new_tab(self) -> str:
-        """Open a new, empty tab.
-
-        Returns:
-            The new tab's page.
-        """
-        return self._act("new_tab")
-
-    def tab_focus(self, tab_index: int) -> str:
-        """Switch to a tab.
-
-        Args:
-            tab_index: The tab's index, from 0.
-
-        Returns:
-            That tab's page.
-        """
-        return self._act(f"tab_focus [{tab_index}]")
-
-    def close_tab(self) -> str:
-        """Close the current tab.
-
-        Returns:
-            The page of the tab that becomes current.
-        """
-        return self._act("close_tab")
-
-    def stop(self, answer: str) -> str:
-        """End the task, with the answer if the objective asks for one (else N/A).
-
-        Args:
-            answer: The answer, or N/A.
-
-        Returns:
-            How the episode ended.
-        """
-        return self._act(f"stop [{answer}]")
+# The tools: one method per offered action, made from its spec (signature, type hints and docstring, which
+# TRL reads with transformers' get_json_schema), each performing the action through DreamWebTools._act.
+for _name in OFFERED_ACTIONS:
+    setattr(DreamWebTools, _name, tool_method(ACTION_SPECS[_name]))
+del _name
 
 
 def dreamweb_environment_factory(env_id: str = "DreamWeb-v0", **env_kwargs: Any) -> Callable[[], DreamWebTools]:

@@ -39,69 +39,34 @@ of the world model on real transitions trains on, terminal transitions included)
 
 from __future__ import annotations
 
-from ..actions import ACTION_ARGUMENTS
+from ..action_spec import ACTION_SPECS, PAPER_ACTIONS
 from ..axtree import truncate_axtree
 from ..llm.base import Conversation
 from .output_format import CHANGES_HEADER, TERMINAL_MARKER, TREE_HEADER, URL_PREFIX
 
-# The paper's description of each action, verbatim, grouped as in its prompt. Keys are the action
-# names of `dynaweb_env.actions`; `_check_grammar_coverage` keeps the two in step.
-WORLD_MODEL_ACTION_GROUPS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
-    (
-        "Page Operation Actions:",
-        (
-            ("click", "`click [id]`: This action clicks on an element with a specific id on the webpage."),
-            (
-                "type",
-                "`type [id] [content]`: Use this to type the content into the field with id. By default, the 'Enter' "
-                "key is pressed after typing unless `press_enter_after` is set to 0, i.e., `type [id] [content] [0]`.",
-            ),
-            ("hover", "`hover [id]`: Hover over an element with id."),
-            (
-                "press",
-                "`press [key_comb]`: Simulates the pressing of a key combination on the keyboard (e.g., Ctrl+v).",
-            ),
-            ("scroll", "`scroll [down]` or `scroll [up]`: Scroll the page up or down."),
-        ),
-    ),
-    (
-        "Tab Management Actions:",
-        (
-            ("new_tab", "`new_tab`: Open a new, empty browser tab."),
-            ("tab_focus", "`tab_focus [tab_index]`: Switch the browser's focus to a specific tab using its index."),
-            ("close_tab", "`close_tab`: Close the currently active tab."),
-        ),
-    ),
-    (
-        "URL Navigation Actions:",
-        (
-            ("goto", "`goto [url]`: Navigate to a specific URL."),
-            ("go_back", "`go_back`: Navigate to the previously viewed page."),
-            (
-                "go_forward",
-                "`go_forward`: Navigate to the next page (if a previous 'go_back' action was performed)",
-            ),
-        ),
-    ),
-    ("Completion Action:", (("stop", "`stop [answer]`: Done when you believe the task is complete."),)),
-)
+#: The actions the paper-style prompt describes: the paper's twelve, on which the shipped tree world model was
+#: trained (``select`` and the others are read as action strings; their wording is in their specs).
+WORLD_MODEL_PROMPT_ACTIONS: tuple[str, ...] = PAPER_ACTIONS
 
 
-def _check_grammar_coverage() -> None:
-    described = [name for _, actions in WORLD_MODEL_ACTION_GROUPS for name, _ in actions]
-    if sorted(described) != sorted(name for name in ACTION_ARGUMENTS if name != "select"):
-        raise RuntimeError(
-            "world-model prompt and action grammar disagree: "
-            f"prompt describes {sorted(described)}, grammar has {sorted(ACTION_ARGUMENTS)}"
-        )
+def world_model_action_groups(
+    names: tuple[str, ...] = WORLD_MODEL_PROMPT_ACTIONS,
+) -> tuple[tuple[str, tuple[tuple[str, str], ...]], ...]:
+    """``((group title, ((action, wording), ...)), ...)`` for ``names``, in the order of the action table."""
+    groups: dict[str, list[tuple[str, str]]] = {}
+    for name, spec in ACTION_SPECS.items():
+        if name in names:
+            groups.setdefault(spec.world_model_group, []).append((name, spec.world_model_wording))
+    return tuple((title, tuple(actions)) for title, actions in groups.items())
 
 
-_check_grammar_coverage()
+#: The paper's description of each action, verbatim, grouped as in its prompt (from the action table).
+WORLD_MODEL_ACTION_GROUPS = world_model_action_groups()
 
 
-def _action_block() -> str:
+def _action_block(names: tuple[str, ...] = WORLD_MODEL_PROMPT_ACTIONS) -> str:
     paragraphs = []
-    for title, actions in WORLD_MODEL_ACTION_GROUPS:
+    for title, actions in world_model_action_groups(names):
         paragraphs.append(title)
         paragraphs.extend(description for _, description in actions)
     return "\n\n".join(paragraphs)
@@ -301,6 +266,8 @@ __all__ = [
     "URL_PREFIX",
     "NO_PREVIOUS_ACTION",
     "WORLD_MODEL_ACTION_GROUPS",
+    "WORLD_MODEL_PROMPT_ACTIONS",
+    "world_model_action_groups",
     "WORLD_MODEL_SYSTEM_PROMPT",
     "WORLD_MODEL_FORMAT_NOTES",
     "PROMPT_STYLES",
