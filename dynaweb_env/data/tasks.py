@@ -41,6 +41,8 @@ TASK_STEP_LIMITS: dict[str, int] = {
     "miniwob.click-checkboxes-large": 20,
     "miniwob.form-sequence": 15,
     "miniwob.number-checkboxes": 20,
+    "miniwob.social-media-all": 15,
+    "miniwob.social-media-some": 15,
 }
 
 

@@ -7,17 +7,12 @@ reads only the observation (goal, tree, last action and its error) and is statel
 read off the page (a textbox's ``value``, an ``expanded`` section, an open submenu), or, where the
 page does not show it, off ``last_action``.
 
-Tasks left out, because no policy can solve them through this observation and action grammar:
-
-* Links rendered as bare ``<span>`` text (``click-link``, ``click-tab-2``, ``click-collapsible-2``):
-  BrowserGym drops the generic span from the tree, and its text has no bid;
-* ``<select>`` lists (``choose-list``): ``fill`` refuses a select, and there is no select action;
-* Submit buttons that are plain ``<div>`` elements (``multi-orderings``, two of the five layouts of
-  ``multi-layouts``), and emails opened by clicking a generic row (reply and forward in ``email-inbox``);
-* ``search-engine``: its result links are ``href="#"``, and BrowserGym ends any episode whose URL
-  changed (even by a fragment) with reward 0, though the page itself scores the click 1;
-* Toggles whose state the tree does not show (``social-media-some``/``-all``), and tasks longer than
-  the 10-step budget (``click-checkboxes-large``).
+Tasks whose targets are clickable ``<span>``/``<div>`` elements or ``<select>`` lists (``click-link``,
+``click-tab-2``, ``click-collapsible-2``, ``multi-orderings``, ``multi-layouts``, ``choose-list``,
+``social-media-some``/``-all``) have their experts in :mod:`dynaweb_env.experts.miniwob_clickable`, the
+email inbox's reply and forward tasks in :mod:`dynaweb_env.experts.miniwob_email`. ``search-engine`` is
+left out: its result links are ``href="#"``, and BrowserGym ends any episode whose URL changed (even by
+a fragment) with reward 0, though the page itself scores the click 1.
 """
 
 from __future__ import annotations
