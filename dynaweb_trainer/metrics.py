@@ -89,7 +89,12 @@ _PROGRESS_KEYS = (
 
 
 class DynaWebProgressCallback(ProgressCallback):
-    """TRL's progress bar, with one compact line per log instead of the full metrics dict."""
+    """TRL's progress bar, with one compact line per log instead of the full metrics dict.
+
+    With ``dream_resamples``, the line also says how many flat dream groups (every dream of the group earned the
+    same reward) were dreamed again in the update, and how many of them found a reward spread and replaced the
+    flat group; averaged over the logging step, as TRL averages every logged metric.
+    """
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not state.is_world_process_zero or self.training_bar is None or not logs:
@@ -98,6 +103,11 @@ class DynaWebProgressCallback(ProgressCallback):
         for key, label in _PROGRESS_KEYS:
             if isinstance(logs.get(key), (int, float)):
                 parts.append(f"{label} {logs[key]:.3g}")
+        redreamed = logs.get("env/dream_groups_redreamed")
+        if isinstance(redreamed, (int, float)) and redreamed:
+            # dream_resamples: flat groups dreamed again from new start states; "found a spread" replaced the group
+            found = logs.get("env/dream_groups_resampled", 0)
+            parts.append(f"flat groups re-dreamed {redreamed:.3g} ({found:.3g} found a spread)")
         if logs.get("frac_reward_zero_std") == 1.0:
             # GSPO's advantage is the reward's deviation within a group: with no spread anywhere, the loss is 0.
             parts.append("no group had a reward spread: this update changed nothing (loss 0)")
@@ -178,8 +188,9 @@ class EnvStepCounter(TrainerCallback, ExportableState):
 
     ``real_env_steps`` counts the policy's steps in the real browser (``--env real`` / ``mix``);
     ``expert_env_steps`` the steps of the expert trajectories interleaved into batches (replays of
-    recorded demonstrations, so not new browser interactions); ``episodes`` the policy's episodes
-    (dreams and real, not expert replays). Totals over all processes. The counts
+    recorded demonstrations, so not new browser interactions); ``episodes`` the policy's episodes in the
+    training batches (dreams and real, not expert replays, nor re-dreamed groups that were dropped), which the run's
+    summary reports as ``policy_episodes``. Totals over all processes. The counts
     are saved in each checkpoint's ``trainer_state.json`` and restored on resume, so they describe the
     rollouts behind the final model: rollouts of an interrupted run after its last checkpoint are
     redone and counted once.

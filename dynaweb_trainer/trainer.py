@@ -207,7 +207,9 @@ class DynaWebTrainer(PerTokenLogpsOverride, GRPOTrainer):
             "dream_steps": mean("env/dream_steps", history),
             "wm_format_error_rate": mean("env/wm_format_error_rate", history),
             "policy_tokens_per_s": mean("rollout/policy_tokens_per_s", history),
-            "episodes": counter.episodes,  # restored on resume, like the step counts
+            # the policy's episodes in the training batches (dreams, real pages), not the expert replays beside them;
+            # restored on resume, like the step counts
+            "policy_episodes": counter.episodes,
             "real_env_steps": counter.real_env_steps,
             "expert_env_steps": counter.expert_env_steps,
             "last_checkpoint": last_checkpoint(self.args.output_dir),

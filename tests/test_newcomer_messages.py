@@ -38,3 +38,16 @@ def test_progress_line_says_when_no_group_had_a_reward_spread():
     flat, spread = callback.training_bar.lines
     assert "no group had a reward spread" in flat and "loss 0" in flat
     assert "spread" not in spread
+
+
+def test_progress_line_shows_dream_resamples():
+    """``--dream-resamples``: the flat groups dreamed again, and those that found a spread, are on the line."""
+    callback = DynaWebProgressCallback()
+    callback.training_bar = _Bar()
+    state = SimpleNamespace(is_world_process_zero=True, global_step=2, max_steps=4)
+    logs = {"reward": 0.5, "loss": 0.1, "env/dream_groups_redreamed": 2.0, "env/dream_groups_resampled": 1.0}
+    callback.on_log(None, state, None, logs=logs)
+    callback.on_log(None, state, None, logs={"reward": 0.5, "loss": 0.1})  # no flat group: nothing re-dreamed
+    resampled, plain = callback.training_bar.lines
+    assert "flat groups re-dreamed 2 (1 found a spread)" in resampled
+    assert "re-dreamed" not in plain

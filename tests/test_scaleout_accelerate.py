@@ -85,6 +85,6 @@ def test_two_process_cpu_training_checkpoints_and_resume(tmp_path):
     assert resumed["global_step"] == 3 and resumed["last_checkpoint"].endswith("checkpoint-3")
     assert resumed["rank_weight_digests"][0] == resumed["rank_weight_digests"][1]
     assert resumed["rank_weight_digests"][0] != digests[0]  # the third update moved the weights (constant lr)
-    assert resumed["episodes"] > summary["episodes"]  # counters restored from the checkpoint, then grew
+    assert resumed["policy_episodes"] > summary["policy_episodes"]  # counters restored from the checkpoint, then grew
     for rank in (0, 1):  # each rank's episode log: the first two updates kept, the third appended
         assert sorted(starts_by_step(output_dir / f"episodes.rank{rank}.jsonl")) == [0, 1, 2]

@@ -209,7 +209,7 @@ def test_resume_continues_from_last_checkpoint(tmp_path):
     # episode each, all of 1 step, so 3 steps make 6 and 6 (2 and 2 if the counts restarted at 0).
     summary = second.summary()
     assert (summary["real_env_steps"], summary["expert_env_steps"]) == (6, 6)
-    assert summary["episodes"] == 6  # the policy's episodes before the resume count too (2 if they restarted)
+    assert summary["policy_episodes"] == 6  # the policy's episodes before the resume count too (2 if they restarted)
     # Training time too: the seconds up to checkpoint-2, saved in it, plus this segment's.
     saved = json.loads((tmp_path / "checkpoint-2" / "trainer_state.json").read_text())
     seconds_at_2 = saved["stateful_callbacks"]["RunClock"]["attributes"]["seconds"]
