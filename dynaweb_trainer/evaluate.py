@@ -126,7 +126,10 @@ class EvalConfig:
     tokenizer: str | None = field(default=None, metadata={"help": "Tokenizer for server and expert policies."})
     device: str | None = field(default=None, metadata={"help": "Device of a local model."})
     max_batch_size: int = field(default=16, metadata={"help": "Most sequences decoded together."})
-    headless: bool = field(default=True, metadata={"help": "Run browsers without windows."})
+    headless: bool = field(
+        default=True,
+        metadata={"help": "Browsers without windows (the default); --no-headless opens a window per browser to watch."},
+    )
 
     def __post_init__(self) -> None:
         if isinstance(self.tasks, str):
