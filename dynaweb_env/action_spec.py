@@ -335,10 +335,16 @@ def check_arguments(spec: ActionSpec, args: list[str]) -> tuple[str, ...]:
     )
 
 
-def tool_method(spec: ActionSpec) -> Callable[..., str]:
-    """A method performing ``spec``'s action through ``self._act(action_string)``, with the tool's signature,
-    type hints and Google-style docstring, so that ``transformers.utils.get_json_schema`` (which TRL uses)
-    reads it as it reads a hand-written method.
+def tool_method(spec: ActionSpec, perform: Callable[[Any, str], str]) -> Callable[..., str]:
+    """A method performing ``spec``'s action, with the tool's signature, type hints and Google-style docstring,
+    so that ``transformers.utils.get_json_schema`` (which TRL uses) reads it as it reads a hand-written method.
+
+    Args:
+        spec: An action with a tool.
+        perform: ``(instance, action string) -> result``: what the method does with the action it writes.
+
+    Returns:
+        The function, to be set as a method of the class whose instances ``perform`` takes.
 
     Raises:
         ValueError: If ``spec`` has no tool.
@@ -355,7 +361,7 @@ def tool_method(spec: ActionSpec) -> Callable[..., str]:
     def method(self: Any, *args: Any, **kwargs: Any) -> str:
         bound = signature.bind(self, *args, **kwargs)
         bound.apply_defaults()
-        return self._act(tool.action(**{key: value for key, value in bound.arguments.items() if key != "self"}))
+        return perform(self, tool.action(**{key: value for key, value in bound.arguments.items() if key != "self"}))
 
     doc = [tool.summary, ""]
     if tool.parameters:

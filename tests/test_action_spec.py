@@ -82,10 +82,10 @@ def test_tool_methods_write_the_action_string_from_their_arguments() -> None:
     acted: list[str] = []
 
     class Recorder:
-        _act = staticmethod(acted.append)
+        pass
 
     for name in OFFERED_ACTIONS:
-        setattr(Recorder, name, tool_method(ACTION_SPECS[name]))
+        setattr(Recorder, name, tool_method(ACTION_SPECS[name], lambda recorder, text: acted.append(text)))
     recorder = Recorder()
     recorder.type("5", "hi there")  # the tool's own default: no Enter
     recorder.type(element_id="5", text="x", press_enter=True)
@@ -97,7 +97,7 @@ def test_tool_methods_write_the_action_string_from_their_arguments() -> None:
     with pytest.raises(TypeError):
         recorder.click("1", "2")
     with pytest.raises(ValueError, match="not offered as a tool"):
-        tool_method(ACTION_SPECS["noop"])
+        tool_method(ACTION_SPECS["noop"], lambda recorder, text: text)
 
 
 def test_browsergym_calls_of_the_twelve_are_unchanged_and_new_actions_have_theirs() -> None:

@@ -67,17 +67,20 @@ class DreamWebTools:
         """The episode's reward: a dream still running is ended and judged now."""
         return self._episode.finish()
 
-    def _act(self, action: str) -> str:
-        if self._episode.done:
-            raise ValueError("the episode has ended; no more actions are possible")
-        observation, _, _, _, info = self._episode.step(action)
-        return render_step(observation, info, self._episode.done, self._episode.reward)
+
+def _act(tools: DreamWebTools, action: str) -> str:
+    """Perform one action of a tool call; the page after it, as text."""
+    episode = tools._episode
+    if episode.done:
+        raise ValueError("the episode has ended; no more actions are possible")
+    observation, _, _, _, info = episode.step(action)
+    return render_step(observation, info, episode.done, episode.reward)
 
 
 # The tools: one method per offered action, made from its spec (signature, type hints and docstring, which
-# TRL reads with transformers' get_json_schema), each performing the action through DreamWebTools._act.
+# TRL reads with transformers' get_json_schema), each performing the action with _act.
 for _name in OFFERED_ACTIONS:
-    setattr(DreamWebTools, _name, tool_method(ACTION_SPECS[_name]))
+    setattr(DreamWebTools, _name, tool_method(ACTION_SPECS[_name], _act))
 del _name
 
 
