@@ -321,6 +321,46 @@ def test_engine_workers_probe_runs(tmp_path):
     assert len(result["rounds"]) == 1
 
 
+@pytest.mark.usefixtures("require_browser")
+def test_observation_tokens_counts_every_flattening_of_an_expert_episode(tmp_path):
+    argv = ["--tasks", "miniwob.email-inbox-important", "--seeds", "0", "--tokenizer", TINY]
+    report = run_main("observation_tokens", [*argv, "--output", str(tmp_path / "o.json")])
+    summary = report["summary"]
+    assert summary["pages"] >= 2 and summary["expert_success_after"] == 1.0
+    assert summary["before_clickable_generics_with_bid"] == summary["with_clickable_clickable_generics_with_bid"] == 0
+    assert summary["after_clickable_generics_with_bid"] == 1.0 and summary["after_tokens"] > summary["before_tokens"]
+    assert all(page["after_matches_env"] for page in report["episodes"][0]["pages"])
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("require_browser")
+def test_observation_heldout_replays_and_rescores_a_changed_trajectory(tmp_path):
+    argv = ["--tasks", "miniwob.email-inbox-important", "--seeds", "8", "--max-per-task", "1", "--world-model", "copy"]
+    report = run_main("observation_heldout", [*argv, "--judge", TINY, "--output", str(tmp_path / "h.json")])
+    assert report["trajectories"] == report["faithful_replays"] == 2 and len(report["changed"]) == 2
+    assert report["world_model"]["committed_vs_new"]["new"]["transitions"] == report["changed_transitions"]
+    assert report["judge"]["committed_vs_new"]["new"]["judge_cases"] >= 2
+
+
+def test_lookahead_guard_scores_recorded_final_actions(tmp_path):
+    argv = ["--world-model", TINY, "--judge", TINY, "--limit", "4", "--output", str(tmp_path / "g.json")]
+    report = run_main("lookahead_guard", argv)
+    rates = report["summary"]["by_threshold"]["0.5"]
+    assert rates["failure_final"]["actions"] == rates["success_final"]["actions"] == 2
+    assert report["cost_this_run"]["world_model_calls"] == report["cost_this_run"]["judge_calls"] == 1
+    assert not (tmp_path / "g.json.jsonl").exists()  # the partial rows are in the JSON now
+
+
+@pytest.mark.usefixtures("require_browser")
+def test_planning_runs_a_policy_with_and_without_planning(tmp_path):
+    argv = ["--policies", "explore-e0.5", "--arms", "0:0", "2:1", "--tasks", "miniwob.click-button", "--per-task", "1"]
+    argv += ["--run-seeds", "0", "--world-model", TINY, "--judge", TINY, "--num-envs", "1", "--work", str(tmp_path)]
+    report = run_main("planning", [*argv, "--output", str(tmp_path / "p.json")])
+    arms = report["policies"]["explore-e0.5"]
+    assert arms["K0:d0"]["episodes_per_seed"] == arms["K2:d1"]["episodes_per_seed"] == 1
+    assert "world_model_tokens" in arms["K2:d1"]["cost_per_real_step"] and (tmp_path / "p.png").is_file()
+
+
 def test_results_index_is_current():
     """``benchmarks/results/INDEX.md`` lists every result file as ``python -m benchmarks.results_index`` writes it."""
     if not (ROOT / ".git").exists():

@@ -71,6 +71,25 @@ def test_bad_clickable_argument_is_refused():
         gym.make("RealWeb-v0", clickable="yes")
 
 
+def test_navigate_tree_expert_reads_a_closed_folder_by_its_kept_toggle():
+    """With the toggles kept, bids no longer leave a gap after a closed folder; its generic children mark it."""
+    from dynaweb_env.experts import get_expert
+
+    tree = "\n".join([
+        "RootWebArea 'Navigate Tree Task'",
+        "\t[16] list ''",
+        "\t\t[17] listitem ''",
+        "\t\t\t[18] generic, clickable=True",
+        "\t\t\t[19] generic, clickable=True",
+        "\t\t\t\tStaticText 'Michel'",
+        "\t\t[41] listitem ''",
+        "\t\t\tStaticText 'Lyda'",
+    ])  # fmt: skip
+    goal = 'Navigate through the file tree. Find and click on the folder or file named "Augus".'
+    observation = {"goal": goal, "url": "file:///x.html", "axtree": tree, "last_action": "", "last_action_error": ""}
+    assert get_expert("miniwob.navigate-tree").act(observation)[1] == "click [17]"  # the folder, not the file [41]
+
+
 # ---------------------------------------------------------------------------- real browser
 
 

@@ -298,7 +298,9 @@ class NavigateTreeExpert(ExpertPolicy):
     """``Navigate through the file tree. Find and click on the folder or file named "Augus".``
 
     A click on a folder toggles it, a click on a wrong file fails the task. An open folder shows a
-    ``list`` below it; a closed folder and a file look alike, except that a folder's hidden content
+    ``list`` below it. A closed folder shows its toggle and name as clickable ``generic`` elements
+    in the observation that keeps them (RealWeb-v0's default); in the one that drops them (``clickable=False``,
+    the shipped data) a closed folder and a file look alike, except that a folder's hidden content
     takes element ids: the id after a file's is its neighbour's plus two, a closed folder's leaves a
     wider gap (its toggle, name and hidden list have ids too).
     """
@@ -330,6 +332,8 @@ class NavigateTreeExpert(ExpertPolicy):
 
     @staticmethod
     def _is_folder(nodes: list[AxNode], index: int) -> bool:
+        if any(nodes[i].role == "generic" and nodes[i].bid is not None for i in _children(nodes, index)):
+            return True  # its toggle, kept by the observation that keeps clickable generics
         later = [int(node.bid) for node in nodes[index + 1 :] if node.bid is not None and node.bid.isdigit()]
         if not later:  # the last item of the page: a folder iff nothing else can hold the target
             return True
