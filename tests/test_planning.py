@@ -123,6 +123,7 @@ def test_the_planner_dedups_candidates_and_keeps_the_policys_answer_on_a_tie(tok
         PlanningPolicy(policy, encoder, lookahead, num_candidates=1)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow  # ~50 CPU-seconds: loading the shipped world model and judge, and one call of each
 def test_the_planner_with_the_shipped_world_model_and_judge_clicks_the_right_button(tokenizer, encoder):
     """The real shipped world model dreams both clicks, the real trained judge scores them: ONE wins over TWO."""
     policy = _Buttons(tokenizer, "click [14]", ["click [13]"])
