@@ -8,7 +8,7 @@ import pytest
 from dynaweb_env.actions import parse_action
 from dynaweb_env.data.tasks import TASK_STEP_LIMITS, step_limit
 from dynaweb_env.experts import ExpertError, get_expert
-from dynaweb_env.experts.miniwob_long import DIGIT_PATTERNS
+from dynaweb_env.experts.miniwob_long import DIGIT_PATTERNS, slider_key
 from dynaweb_trainer.collect import record_episode
 
 
@@ -146,16 +146,48 @@ def _day(extra: str = "") -> str:
     return "\n".join(lines) + extra
 
 
-def test_daily_calendar_drags_an_event_and_moves_on_when_a_slot_is_covered() -> None:
-    assert _act("daily-calendar", CALENDAR_GOAL, _day()) == "click [75]"
+def test_daily_calendar_probes_the_last_slot_drags_and_moves_past_a_covered_slot() -> None:
+    assert _act("daily-calendar", CALENDAR_GOAL, _day()) == "hover [76]"  # 12pm-1pm: is its last slot free?
+    assert _act("daily-calendar", CALENDAR_GOAL, _day(), "hover [76]") == "click [75]"
     assert _act("daily-calendar", CALENDAR_GOAL, _day(), "click [75]") == "hover [76]"
-    covered = "element <div class='event'> intercepts pointer events"
-    assert _act("daily-calendar", CALENDAR_GOAL, _day(), "click [75]", covered) == "click [76]"
-    assert _act("daily-calendar", CALENDAR_GOAL, _day(), "hover [81]", covered) == "click [81]"
+    covered = "TimeoutError: Locator.hover: Timeout 2000ms exceeded."
+    assert _act("daily-calendar", CALENDAR_GOAL, _day(), "hover [76]", covered) == "hover [81]"  # from 1pm on
+    assert _act("daily-calendar", CALENDAR_GOAL, _day(), "click [80]", covered) == "hover [85]"  # from 1:30pm on
     drawn = _day("\n\t[136] generic, clickable=True\n\t\tStaticText 'New event'")
     assert _act("daily-calendar", CALENDAR_GOAL, drawn, "hover [76]") == "click [136]"
     named = drawn + "\n\t[139] textbox ''\n\t[147] button 'Create'"
     assert _act("daily-calendar", CALENDAR_GOAL, named) == "type [139] [Gym] [0]"
+    with pytest.raises(ExpertError):  # every block of the window is covered
+        _act("daily-calendar", CALENDAR_GOAL, _day(), "hover [95]", covered)
+
+
+def test_slider_keys_take_the_fewest_presses() -> None:
+    assert [slider_key(-1, wanted, -10, 10) for wanted in (0, 7, 10, -9)] == ["ArrowRight", "PageUp", "End", "Home"]
+    assert slider_key(12, 20, 0, 20) in {"End", "PageUp"} and slider_key(3, 4, 0, 20) == "ArrowRight"
+    with pytest.raises(ExpertError):
+        slider_key(0, 30, 0, 20)
+
+
+SLIDERS_PAGE = """RootWebArea 'Use Slider Task'
+\t[16] generic, clickable=True{handle}
+\tStaticText '{first}'
+\t[19] generic, clickable=True
+\tStaticText '9'
+\t[22] generic, clickable=True
+\tStaticText '17'
+\t[25] button 'Submit'"""
+
+
+def test_use_slider_2_sets_each_slider_in_turn() -> None:
+    goal = "Set the sliders to the combination [2,9,16] and submit."
+    assert _act("use-slider-2", goal, SLIDERS_PAGE.format(handle="", first=10)) == "click [16]"
+    focused = SLIDERS_PAGE.format(handle="\n\t\t[17] generic, focused", first=10)
+    assert _act("use-slider-2", goal, focused) == "press [PageDown]"
+    assert _act("use-slider-2", goal, SLIDERS_PAGE.format(handle="\n\t\t[17] generic, focused", first=2)) == (
+        "click [22]"  # the second slider already shows 9
+    )
+    assert _act("use-slider-2", "Set the sliders to the combination [2,9,17] and submit.",
+                SLIDERS_PAGE.format(handle="", first=2)) == "click [25]"  # fmt: skip
 
 
 # ---------------------------------------------------------------------------- whole episodes on real pages
@@ -165,9 +197,9 @@ REAL_EPISODES = [
     ("miniwob.click-checkboxes-large", 1, 11),  # 12 boxes and Submit: past the 10-step default
     ("miniwob.choose-date", 1, 5),
     ("miniwob.form-sequence", 3, 5),
-    ("miniwob.daily-calendar", 0, 5),
+    ("miniwob.daily-calendar", 5, 6),  # a covered slot on the way
 ]
-SLOW_EPISODES = [("miniwob.number-checkboxes", 0, 11), ("miniwob.book-flight", 1, 8)]
+SLOW_EPISODES = [("miniwob.number-checkboxes", 0, 11), ("miniwob.book-flight", 1, 8), ("miniwob.use-slider-2", 0, 9)]
 
 
 def _solve(env: gym.Env, task_id: str, seed: int, fewest_actions: int) -> None:

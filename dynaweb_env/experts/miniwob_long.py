@@ -243,18 +243,88 @@ class BookFlightNodelayExpert(_BookFlightExpert):
     task_id = "miniwob.book-flight-nodelay"
 
 
-# ---------------------------------------------------------------------------- slider forms
+# ---------------------------------------------------------------------------- sliders
 
 _CHECKBOX_POSITIONS = {"1st": 1, "2nd": 2, "3rd": 3}
 
 
+def slider_key(value: int, wanted: int, low: int, high: int) -> str:
+    """The first key of the fewest presses moving a jQuery UI slider on ``[low, high]`` from ``value`` to ``wanted``.
+
+    Arrows move it one step, PageUp/PageDown a fifth of its range, Home/End to its ends (a breadth-first search).
+    """
+    page = (high - low) // 5
+    up = [("End", None), ("PageUp", page), ("ArrowRight", 1)]
+    down = [("Home", None), ("PageDown", -page), ("ArrowLeft", -1)]
+    moves = up + down if wanted > value else down + up  # among equally short paths, the one heading for wanted
+    first: dict[int, str] = {}
+    frontier = [value]
+    while frontier and wanted not in first:
+        following = []
+        for current in frontier:
+            for key, step in moves:
+                ends = high if key == "End" else low
+                target = ends if step is None else min(high, max(low, current + step))
+                if target != value and target not in first:
+                    first[target] = first.get(current, key)
+                    following.append(target)
+        frontier = following
+    if wanted not in first:
+        raise ExpertError(f"{wanted} is outside the slider's range {low} to {high}")
+    return first[wanted]
+
+
+def slider_step(nodes: list[AxNode], slider: int, wanted: int, low: int, high: int) -> tuple[str, str] | None:
+    """The next step of setting the slider ``nodes[slider]`` to ``wanted``; ``None`` once its value text shows it.
+
+    The slider's value is the number shown right after it. A click on the slider focuses its handle (a
+    focused element inside it; the click may move it too); then keys move it (:func:`slider_key`).
+    """
+    below = _children(nodes, slider)
+    after = nodes[slider + 1 + len(below) :]
+    value = next((int(node.name) for node in after[:1] if re.fullmatch(r"-?\d+", node.name.strip())), None)
+    if value is None:
+        raise ExpertError(f"no value shown after the slider [{nodes[slider].bid}]")
+    if value == wanted:
+        return None
+    bid = nodes[slider].bid
+    if not any(_focused(nodes[index]) for index in below):
+        return f"The slider [{bid}] shows {value}, not {wanted}; a click gives it the focus.", f"click [{bid}]"
+    key = slider_key(value, wanted, low, high)
+    return f"The slider [{bid}] has the focus and shows {value}; towards {wanted} the first key is {key}.", (
+        f"press [{key}]"
+    )
+
+
+def _sliders(nodes: list[AxNode], count: int) -> list[int]:
+    """Indices of the page's first ``count`` sliders: clickable ``generic`` elements, not inside another one."""
+    sliders: list[int] = []
+    for index, node in enumerate(nodes):
+        inside = sliders and index in _children(nodes, sliders[-1])
+        if node.role == "generic" and node.bid is not None and "clickable" in node.attributes and not inside:
+            sliders.append(index)
+    if len(sliders) < count:
+        raise ExpertError(f"expected {count} slider(s), found {len(sliders)}")
+    return sliders[:count]
+
+
+def _children(nodes: list[AxNode], index: int) -> list[int]:
+    """Indices of the nodes below ``nodes[index]`` (its subtree, in page order)."""
+    below = []
+    for position in range(index + 1, len(nodes)):
+        if nodes[position].depth <= nodes[index].depth:
+            break
+        below.append(position)
+    return below
+
+
+def _focused(node: AxNode) -> bool:
+    return node.attributes.get("focused", "").lower() == "true"
+
+
 @register_expert
 class FormSequenceExpert(ExpertPolicy):
-    """``Select 7 with the slider, click the 3rd checkbox, then hit Submit.``
-
-    The slider (-10 to 10) shows its value in the text after it. A click on it focuses its handle (and
-    may move it); then the arrow keys move it one step, PageUp and PageDown four.
-    """
+    """``Select 7 with the slider, click the 3rd checkbox, then hit Submit.`` (a slider from -10 to 10)"""
 
     task_id = "miniwob.form-sequence"
 
@@ -262,29 +332,10 @@ class FormSequenceExpert(ExpertPolicy):
         wanted, position = goal_match(
             r"Select (-?\d+) with the slider, click the (\w+) checkbox", observation["goal"]
         ).groups()
-        wanted_value = int(wanted)
         nodes = self.nodes(observation)
-        sliders = [i for i, node in enumerate(nodes) if node.role == "generic" and node.bid is not None]
-        if not sliders:
-            raise ExpertError("no slider on the page")
-        slider = sliders[0]
-        below = [nodes[i] for i in range(slider + 1, len(nodes)) if nodes[i].depth > nodes[slider].depth]
-        after = nodes[slider + 1 + len(below) :]
-        value = next((int(node.name) for node in after if re.fullmatch(r"-?\d+", node.name.strip())), None)
-        if value is None:
-            raise ExpertError("the slider's value is not shown")
-        if value != wanted_value:
-            handle = next((node for node in below if node.attributes.get("focused", "").lower() == "true"), None)
-            if handle is None:
-                bid = nodes[slider].bid
-                return f"The slider [{bid}] shows {value}, not {wanted_value}; a click gives it the focus.", (
-                    f"click [{bid}]"
-                )
-            gap = wanted_value - value
-            key = ("PageUp" if gap > 0 else "PageDown") if abs(gap) >= 3 else ("ArrowRight" if gap > 0 else "ArrowLeft")
-            return f"The slider has the focus and shows {value}; {wanted_value} is {gap:+d} away, so {key}.", (
-                f"press [{key}]"
-            )
+        step = slider_step(nodes, _sliders(nodes, 1)[0], int(wanted), -10, 10)
+        if step is not None:
+            return step
         boxes = find_all_by_role(nodes, "checkbox")
         index = _CHECKBOX_POSITIONS.get(position)
         if index is None or index > len(boxes):
@@ -292,11 +343,27 @@ class FormSequenceExpert(ExpertPolicy):
         for number, box in enumerate(boxes, start=1):
             if (number == index) != box.checked:
                 verb = "tick" if number == index else "untick"
-                return f"The slider shows {wanted_value}; I {verb} checkbox {number} [{box.bid}].", f"click [{box.bid}]"
+                return f"The slider shows {wanted}; I {verb} checkbox {number} [{box.bid}].", f"click [{box.bid}]"
         submit = self.button(nodes, "Submit", observation)
-        return f"The slider shows {wanted_value} and only the {position} box is ticked; I submit.", (
-            f"click [{submit.bid}]"
-        )
+        return f"The slider shows {wanted} and only the {position} box is ticked; I submit.", f"click [{submit.bid}]"
+
+
+@register_expert
+class UseSlider2Expert(ExpertPolicy):
+    """``Set the sliders to the combination [3,15,10] and submit.`` (three sliders from 0 to 20)"""
+
+    task_id = "miniwob.use-slider-2"
+
+    def act(self, observation: dict[str, str]) -> tuple[str, str]:
+        combination = goal_match(r"combination \[([-\d,\s]+)\]", observation["goal"]).group(1)
+        wanted = [int(number) for number in combination.split(",")]
+        nodes = self.nodes(observation)
+        for slider, number in zip(_sliders(nodes, len(wanted)), wanted, strict=True):
+            step = slider_step(nodes, slider, number, 0, 20)
+            if step is not None:
+                return step
+        submit = self.button(nodes, "Submit", observation)
+        return f"The sliders show {wanted}; I click Submit [{submit.bid}].", f"click [{submit.bid}]"
 
 
 # ---------------------------------------------------------------------------- calendar
@@ -311,8 +378,10 @@ class DailyCalendarExpert(ExpertPolicy):
 
     The day is a column of half-hour slots (two after each hour's label). An event is drawn by pressing
     the mouse on its first slot (a click), moving it onto its last slot (a hover) and releasing it on the
-    drawn "New event" (a click); a name field and a Create button then appear. Other events may cover a
-    slot, and a click or hover there fails: the expert then starts from the next slot of the window.
+    drawn "New event" (a click); a name field and a Create button then appear. Other events may cover
+    slots, and a click or hover on a covered slot fails. So the expert first hovers the last slot of a
+    candidate block (harmless before the drag starts), and after any failure moves on to the first block
+    that starts after the covered slot.
     """
 
     task_id = "miniwob.daily-calendar"
@@ -336,26 +405,33 @@ class DailyCalendarExpert(ExpertPolicy):
             return f"The new event is drawn; releasing the mouse on it [{bid}] asks for its name.", f"click [{bid}]"
         slots = self._slots(nodes)
         first, last = 2 * _HOURS.index(start.lower()), 2 * _HOURS.index(end.lower())
-        starts = [slot for slot in range(first, last - length + 1) if slot + length - 1 in slots]
-        ends = {slots[slot]: slots[slot + length - 1] for slot in starts}
-        last_action, error = observation.get("last_action", ""), observation.get("last_action_error", "")
-        target = re.match(r"^(click|hover) \[([^\]]+)\]", last_action)
-        if target and not error and target.group(1) == "click" and target.group(2) in ends:
-            end_bid = ends[target.group(2)]
-            return f"The mouse went down on slot [{target.group(2)}]; the event ends on slot [{end_bid}].", (
-                f"hover [{end_bid}]"
-            )
+        blocks = [(slot, slot + length - 1) for slot in range(first, last - length + 1) if slot + length - 1 in slots]
+        where = {bid: slot for slot, bid in slots.items()}
+        target = re.match(r"^(click|hover) \[([^\]]+)\]", observation.get("last_action", ""))
+        verb, bid = target.groups() if target else ("", "")
         chosen = 0
-        if target and error:  # the slot is covered: start from the next one
-            failed = [k for k, slot in enumerate(starts) if target.group(2) in (slots[slot], ends[slots[slot]])]
-            chosen = failed[0] + 1 if failed else 0
-        if chosen >= len(starts):
-            raise ExpertError(f"no free slot of {length} half-hours between {start} and {end}")
-        bid = slots[starts[chosen]]
+        if target and observation.get("last_action_error", "") and bid in where:
+            chosen = next((k for k, (begin, _) in enumerate(blocks) if begin > where[bid]), len(blocks))
+        elif verb == "hover" and bid in where:
+            begin, finish = next(((b, f) for b, f in blocks if slots[f] == bid), (None, None))
+            if begin is not None:
+                return (
+                    f"The last slot [{bid}] is free; the drag starts on the first slot [{slots[begin]}].",
+                    f"click [{slots[begin]}]",
+                )
+        elif verb == "click" and bid in where:
+            begin, finish = next(((b, f) for b, f in blocks if slots[b] == bid), (None, None))
+            if finish is not None:
+                return f"The mouse went down on [{bid}]; the event ends on slot [{slots[finish]}].", (
+                    f"hover [{slots[finish]}]"
+                )
+        if chosen >= len(blocks):
+            raise ExpertError(f"no free block of {length} half-hours between {start} and {end}")
+        begin, finish = blocks[chosen]
         return (
-            f"A {duration} event between {start} and {end} spans {length} half-hour slot(s); the drag starts on "
-            f"[{bid}].",
-            f"click [{bid}]",
+            f"A {duration} event between {start} and {end} spans {length} half-hour slot(s); I check that its last "
+            f"slot [{slots[finish]}] is free (no other event covers it) before the drag from [{slots[begin]}].",
+            f"hover [{slots[finish]}]",
         )
 
     @staticmethod
