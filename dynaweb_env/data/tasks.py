@@ -43,6 +43,7 @@ TASK_STEP_LIMITS: dict[str, int] = {
     "miniwob.number-checkboxes": 20,
     "miniwob.social-media-all": 15,
     "miniwob.social-media-some": 15,
+    "miniwob.use-slider-2": 20,
 }
 
 
