@@ -43,7 +43,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -51,8 +50,7 @@ from typing import Any
 
 import yaml
 
-from dynaweb_env.compat import transformers as compat_transformers
-
+from .checkpoint_state import checkpoint_on_interrupt, exit_interrupted
 from .config import GSPOConfig, available_presets, preset_path
 
 DEFAULT_PRESET = "cpu-small"
@@ -146,31 +144,6 @@ def resume_checkpoint(args: GSPOConfig) -> str | None:
     return checkpoint
 
 
-def _interrupted(trainer: Any, output_dir: str) -> int:
-    """After Ctrl-C (SIGINT) during training: save the last finished update as a checkpoint, say so; exit 130.
-
-    A second Ctrl-C while the checkpoint is written is ignored, so the checkpoint is not cut short.
-    """
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        step = trainer.state.global_step if trainer is not None else 0
-        directory = Path(output_dir) / f"checkpoint-{step}"
-        if step == 0:
-            saved = "no update had finished: nothing to save"
-        elif (directory / "trainer_state.json").is_file():
-            saved = f"{directory} was already saved"
-        else:
-            try:
-                compat_transformers.save_checkpoint(trainer)  # the Trainer's own: model, optimizer, counters
-                saved = f"saved {directory}"
-            except Exception as error:  # noqa: BLE001 - reported; the earlier checkpoints stay as they were
-                saved = f"could not save a checkpoint ({type(error).__name__}: {error})"
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    print(f"\ndynaweb-train: interrupted after update {step}; {saved}; rerun with --resume to go on", file=sys.stderr)
-    return 130
-
-
 def train_main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``dynaweb-train``; returns the exit status."""
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is the supported path here
@@ -212,15 +185,15 @@ def train_main(argv: Sequence[str] | None = None) -> int:
         flush=True,
     )
     callbacks = [SaveAtEndCallback()] + ([StopAfterStepCallback(stop)] if stop is not None else [])
-    trainer = None
     try:
         trainer = DynaWebTrainer(args, callbacks=callbacks)
         try:
-            trainer.train(resume_from_checkpoint=checkpoint)
+            with checkpoint_on_interrupt(trainer, args.output_dir):  # Ctrl-C: the last finished update is saved
+                trainer.train(resume_from_checkpoint=checkpoint)
         finally:
             trainer.rollout_func.close()
-    except KeyboardInterrupt:
-        return _interrupted(trainer, args.output_dir)
+    except KeyboardInterrupt as interrupt:
+        return exit_interrupted("dynaweb-train", interrupt, args.output_dir)
     if stop is not None and trainer.state.global_step < trainer.state.max_steps:  # no final model, no summary.json
         print(
             f"dynaweb-train: stopped after update {trainer.state.global_step} of {trainer.state.max_steps} "

@@ -39,6 +39,7 @@ from dynaweb_env.data.schema import Trajectory
 from dynaweb_env.data.shipped import EXPERT_TRAJECTORIES
 from dynaweb_env.models import name_adapter_base
 
+from .checkpoint_state import checkpoint_on_interrupt, exit_interrupted
 from .sft_base import (
     IGNORE_INDEX,
     LabelledHeadSFTTrainer,
@@ -243,11 +244,15 @@ def train_policy_sft(
     Returns:
         The run summary (also written to ``<output_dir>/sft_summary.json``): data sizes, first and last
         logged loss, runtime, where the model went.
+
+    Raises:
+        TrainingInterrupted: On Ctrl-C during training, once the last finished update is saved as a checkpoint.
     """
     start = time.perf_counter()
     resume = resolve_checkpoint(config)
     trainer, data_stats = build_sft_trainer(config, trajectories)
-    result = trainer.train(resume_from_checkpoint=resume)
+    with checkpoint_on_interrupt(trainer, config.output_dir):  # Ctrl-C: the last finished update is saved
+        result = trainer.train(resume_from_checkpoint=resume)
     trainer.save_model(config.output_dir)
     trainer.processing_class.save_pretrained(config.output_dir)
     if trainer.is_world_process_zero():
@@ -303,7 +308,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Returns:
         ``0`` on success; ``2`` (with the reason on stderr) when the data or a checkpoint to resume is
-        missing or unusable, before any model is loaded.
+        missing or unusable, before any model is loaded; ``130`` after Ctrl-C (one line says what was saved).
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -313,7 +318,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (FileNotFoundError, ValueError) as error:
         print(f"dynaweb-sft: error: {error}", file=sys.stderr)
         return 2
-    summary = train_policy_sft(config, trajectories, command=shlex.join(["dynaweb-sft", *argv]))
+    try:
+        summary = train_policy_sft(config, trajectories, command=shlex.join(["dynaweb-sft", *argv]))
+    except KeyboardInterrupt as interrupt:
+        return exit_interrupted("dynaweb-sft", interrupt, config.output_dir)
     print(format_summary(summary))
     return 0
 

@@ -67,6 +67,7 @@ from dynaweb_env.world_model.judge import DEFAULT_JUDGE_MAX_AXTREE_CHARS
 from dynaweb_env.world_model.model import DEFAULT_MAX_AXTREE_CHARS, OUTPUT_MODES
 from dynaweb_env.world_model.prompts import PROMPT_STYLES, check_prompt_style, continues_prompt_style
 
+from .checkpoint_state import checkpoint_on_interrupt, exit_interrupted
 from .model_loading import checkpoint_step
 from .sft_base import (
     IGNORE_INDEX,
@@ -368,12 +369,16 @@ def train_world_model(
     Returns:
         The run summary (also written to ``<output_dir>/wm_sft_summary.json``): data statistics, first and last
         logged loss, steps, throughput, where the adapter went.
+
+    Raises:
+        TrainingInterrupted: On Ctrl-C during training, once the last finished update is saved as a checkpoint.
     """
     start = time.perf_counter()
     resume = resolve_checkpoint(config)
     trainer, data_stats = build_world_model_trainer(config, trajectories)
     train_start = time.perf_counter()
-    result = trainer.train(resume_from_checkpoint=resume)
+    with checkpoint_on_interrupt(trainer, config.output_dir):  # Ctrl-C: the last finished update is saved
+        result = trainer.train(resume_from_checkpoint=resume)
     train_seconds = time.perf_counter() - train_start
     trainer.save_model(config.output_dir)
     trainer.processing_class.save_pretrained(config.output_dir)
@@ -456,8 +461,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
 
 def cli() -> None:
-    """Console-script wrapper of :func:`main`."""
-    main()
+    """Console-script entry point: :func:`main`, and after Ctrl-C exit 130 with one line saying what was saved."""
+    argv = sys.argv[1:]
+    config = parse_config(argv)
+    try:
+        summary = train_world_model(config, command=shlex.join(["dynaweb-train-wm", *argv]))
+    except KeyboardInterrupt as interrupt:
+        raise SystemExit(exit_interrupted("dynaweb-train-wm", interrupt, config.output_dir)) from None
+    print(format_summary(summary))
 
 
 __all__ = [

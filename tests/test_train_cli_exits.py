@@ -1,19 +1,22 @@
-"""``dynaweb-train`` ends cleanly (issue #49, item 7): a rejected config names its file and line, and Ctrl-C
-during training saves what it can, says so, and exits 130 without a traceback."""
+"""The training commands end cleanly: ``dynaweb-train`` names a rejected config's file and line, and Ctrl-C during
+``dynaweb-train``, ``dynaweb sft`` or ``dynaweb train-wm`` saves the last finished update as a checkpoint that
+``--resume`` goes on from, says so in one line, and exits 130 without a traceback."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from dynaweb_trainer.cli import train_main
-from dynaweb_trainer.model_loading import last_checkpoint
+from dynaweb_trainer.model_loading import checkpoint_step, last_checkpoint
 
 
 @pytest.mark.parametrize(
@@ -70,3 +73,65 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_130(tmp_path: Path) -> None:
     checkpoint = last_checkpoint(str(output_dir))
     assert checkpoint is not None and f"saved {checkpoint}" in text, text[-3000:]
     assert (Path(checkpoint) / "trainer_state.json").is_file() and not (output_dir / "summary.json").exists()
+
+
+#: ``dynaweb sft`` / ``dynaweb train-wm`` on the embedded tiny model: many short updates, none saved on schedule.
+SFT_TINY = [
+    "--model_name_or_path", "tiny-random", "--max_steps", "100000", "--save_steps", "100000",
+    "--gradient_accumulation_steps", "1", "--logging_steps", "1", "--bf16", "false", "--dataset_split", "all",
+]  # fmt: skip
+
+
+def _dynaweb(*arguments: str) -> list[str]:
+    return [sys.executable, "-c", "from dynaweb_trainer.main import cli; cli()", *arguments]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("subcommand", ["sft", "train-wm"])
+def test_ctrl_c_on_an_sft_command_saves_a_checkpoint_that_resumes(tmp_path: Path, subcommand: str) -> None:
+    output_dir = tmp_path / subcommand
+    command = _dynaweb(subcommand, *SFT_TINY, "--output_dir", str(output_dir))
+    environment = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environment)
+    output: list[str] = []
+    logged = threading.Event()
+
+    def read() -> None:
+        for line in process.stdout:
+            output.append(line)
+            if "'loss'" in line:  # transformers logs every finished update (logging_steps 1)
+                logged.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 600
+        while not logged.wait(timeout=1):  # until an update has finished
+            assert process.poll() is None and time.monotonic() < deadline, "".join(output)[-3000:]
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=300)
+        reader.join(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    text = "".join(output)
+    prog = {"sft": "dynaweb-sft", "train-wm": "dynaweb-train-wm"}[subcommand]
+    assert process.returncode == 130, text[-3000:]
+    assert "Traceback" not in text, text[-3000:]
+    checkpoint = last_checkpoint(str(output_dir))
+    assert checkpoint is not None, text[-3000:]
+    step = checkpoint_step(checkpoint)
+    last_line = text.strip().splitlines()[-1]
+    assert last_line == (
+        f"{prog}: interrupted after update {step}; saved {checkpoint}; rerun with --resume to go on"
+    ), text[-3000:]
+    assert not (output_dir / "adapter_model.safetensors").exists()  # no final model from a stopped run
+    # The checkpoint is whole: the run goes on from it.
+    resumed = subprocess.run(
+        _dynaweb(subcommand, *SFT_TINY, "--max_steps", str(step + 1), "--output_dir", str(output_dir), "--resume"),
+        capture_output=True, text=True, env=environment, timeout=600,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    finished = json.loads(next(output_dir.glob("*summary.json")).read_text())
+    assert (finished["resumed_from"], finished["steps"]) == (checkpoint, step + 1)
