@@ -37,6 +37,8 @@ EXPERIMENTS: dict[str, str] = {
     "dreams-only configuration, the default of `dynaweb-train --env dream`.",
     "dreams_only_probe_two_queries": "A probe: one dreams-only seed with two task queries per update.",
     "learning_curve": "Held-out success against real steps, 32 updates, shipped world model.",
+    "observation": "The observation that keeps clickable generic elements: tokens per observation before and after "
+    "(`observation_tokens.json`), the shipped world model and judge on held-out pages that changed.",
     "learning_curve_demos": "The learning curve with a world model and judge trained on the demonstrations alone.",
     "learning_curve_demos_near": "The same, the judge also trained on near misses (8 updates).",
     "dream_rewards": "Dream rewards replayed on real pages: the default replay, reward guards, demonstrations, "
