@@ -15,7 +15,12 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from dynaweb_env.compat.library_warnings import silence_library_warnings
+
 __version__ = "0.1.0"
+
+# Other libraries' warnings that no flag of a DynaWeb command can avoid (listed, one filter each, in compat/).
+silence_library_warnings()
 
 _LAZY = {
     "GSPOConfig": "dynaweb_trainer.config",

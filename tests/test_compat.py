@@ -8,6 +8,7 @@ import importlib.metadata
 import inspect
 import io
 import os
+import re
 import tokenize
 from pathlib import Path
 
@@ -439,3 +440,42 @@ def test_cache_layer_internals_the_growing_cache_uses_exist():
     assert "layer_class_to_replicate" in inspect.signature(Cache.__init__).parameters
     for name in ("lazy_initialization", "update", "get_seq_length", "crop", "batch_select_indices"):
         assert callable(getattr(DynamicLayer, name)), name
+
+
+# ---------------------------------------------------------------------------------------------------- warnings
+
+def _trigger_library_warnings(output_dir: Path) -> None:
+    """What gives each silenced warning, with the real libraries: TRL's configs and a model's old property name."""
+    from transformers import AutoModelForCausalLM
+    from trl import GRPOConfig, SFTConfig
+
+    from dynaweb_env.models import resolve_model
+
+    SFTConfig(output_dir=str(output_dir), use_cpu=True, bf16=False)
+    GRPOConfig(output_dir=str(output_dir), use_cpu=True, bf16=False)
+    assert AutoModelForCausalLM.from_pretrained(resolve_model("tiny-random")).is_gradient_checkpointing is False
+
+
+def test_library_warnings_are_silenced_and_still_shown_on_request(tmp_path):
+    """Each silenced warning is one the installed libraries still give (``-W`` shows it); by default none shows."""
+    import warnings
+
+    from dynaweb_env.compat.library_warnings import LIBRARY_WARNINGS, silence_library_warnings
+
+    def silenced(caught: list[warnings.WarningMessage]) -> set[int]:
+        return {
+            index
+            for index, entry in enumerate(LIBRARY_WARNINGS)
+            for warning in caught
+            if warning.category is entry.category and re.match(entry.message, str(warning.message))
+        }
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.resetwarnings()  # Python's defaults have no filter of FutureWarning: the action is "default"
+        silence_library_warnings()
+        _trigger_library_warnings(tmp_path)
+        assert silenced(caught) == set(), [str(warning.message) for warning in caught]
+        warnings.simplefilter("default")  # as `-W default` or PYTHONWARNINGS=default, placed before ours
+        _trigger_library_warnings(tmp_path)
+    # every entry still matches what the installed library warns: no stale filter
+    assert silenced(caught) == set(range(len(LIBRARY_WARNINGS))), [str(warning.message) for warning in caught]

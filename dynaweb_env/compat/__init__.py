@@ -11,6 +11,10 @@ Nothing outside this package names another library's private attributes; ``tests
 that over the package sources, and checks each function against the installed libraries.
 
 Set ``DYNAWEB_ALLOW_UNTESTED=1`` to turn the error into a warning (to try a newer release).
+
+:mod:`.library_warnings` lists the other libraries' warnings that a DynaWeb user cannot act on (a library's
+deprecation that another library's defaults trigger), each silenced by one filter of its module, category and
+message.
 """
 
 from __future__ import annotations
