@@ -159,6 +159,16 @@ def test_peft_wrapped_model(tiny):
     assert torch.allclose(torch.tensor(lora[1].logprobs), torch.tensor(base[1].logprobs), atol=1e-5)
 
 
+def test_decoding_passes_the_cache_by_the_name_transformers_expects(tiny):
+    """No deprecation of transformers on a DynaWeb call: the KV cache goes by the keyword the model's forward names."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tiny.generate(CONVERSATIONS[:2], GREEDY)
+    assert not [str(w.message) for w in caught if "past_key_values" in str(w.message)]
+
+
 @pytest.mark.parametrize(
     "conversations",
     [

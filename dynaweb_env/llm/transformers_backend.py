@@ -230,7 +230,11 @@ class TransformersBackend:
         self.eos_token_ids = self._eos_ids()
         self.pad_token_id = self._pad_id()
         base = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
-        self._logits_to_keep = "logits_to_keep" in inspect.signature(base.forward).parameters
+        forward_parameters = inspect.signature(base.forward).parameters
+        self._logits_to_keep = "logits_to_keep" in forward_parameters
+        # Later transformers 5 releases (5.24 here) name the KV cache `cache` and warn on `past_key_values`, which
+        # goes in 5.40; earlier ones know only `past_key_values`.
+        self._cache_keyword = "cache" if "cache" in forward_parameters else "past_key_values"
         self._lock = threading.Lock()
         #: Prefill each prompt's rest alone (no padding computed) rather than in one padded batch: see `_prefill`.
         self.prefill_rows_alone = self.device.type == "cpu"
@@ -349,7 +353,8 @@ class TransformersBackend:
     def _forward(self, input_ids: torch.Tensor, cache: Any, **kwargs: Any) -> torch.Tensor:
         """Logits of the last position of each row, extending ``cache``."""
         extra = {"logits_to_keep": 1} if self._logits_to_keep else {}
-        out = self.model(input_ids=input_ids, past_key_values=cache, use_cache=True, **kwargs, **extra)
+        extra[self._cache_keyword] = cache
+        out = self.model(input_ids=input_ids, use_cache=True, **kwargs, **extra)
         return out.logits[:, -1, :]
 
     def _prefill(self, prompts: list[list[int]]) -> tuple[torch.Tensor, Any, torch.Tensor]:
