@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import fcntl
+import hashlib
 import json
 import os
 import shlex
@@ -141,9 +142,14 @@ def merge(old: dict[str, Any] | None, new: dict[str, Any], min_success: float) -
 
 @contextmanager
 def locked(path: Path) -> Iterator[None]:
-    """Hold an exclusive lock on ``<path>.lock`` (``fcntl.flock``): one read-modify-write of ``path`` at a time."""
+    """Hold an exclusive ``fcntl.flock`` lock for ``path``: one read-modify-write of it at a time on this machine.
+
+    The lock file lives in the temporary directory (named after ``path``'s resolved location), not beside the
+    results, which hold measurements only.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(path.name + ".lock"), "a") as handle:
+    digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
+    with open(Path(tempfile.gettempdir()) / f"expert_success-{digest}.lock", "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
