@@ -168,6 +168,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                        if not r["faithful"]},
         "changed_transitions": sum(sum(1 for s in t.steps[:-1] if s.action.strip()) for t in changed),
     }  # fmt: skip
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+
+    def save() -> None:  # after every stage, so a run stopped part-way keeps what it measured
+        report["wall_seconds"] = round(time.time() - started, 1)
+        args.output.write_text(json.dumps(report, indent=1) + "\n")
+
+    save()
     workdir = Path(tempfile.mkdtemp(prefix="observation_heldout_"))
     for kind, model, extra, old_path in (
         ("world_model", args.world_model, WORLD_MODEL_ARGS, args.old_world_model_results),
@@ -185,10 +192,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             entry["rescored_old"] = {"transitions": rescored["transitions"], "judge": rescored["judge"]}
         entry["new"] = {"transitions": new["transitions"], "judge": new["judge"]}
         report[kind] = entry
+        save()
         print(f"{kind}: {json.dumps(entry['committed_vs_new'])}", file=sys.stderr, flush=True)
-    report["wall_seconds"] = round(time.time() - started, 1)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(report, indent=1) + "\n")
+    save()
     print(json.dumps({k: v for k, v in report.items() if k not in ("world_model", "judge", "changed")}, indent=1))
     for kind in ("world_model", "judge"):
         if kind in report:
