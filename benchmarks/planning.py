@@ -120,7 +120,7 @@ def run_arm(
         report = json.loads(output.read_text())
         if report.get("config") == json.loads(json.dumps(config.__dict__)):
             return report
-    command = shlex.join(["dynaweb", "eval", "--policy", loaded.spec, "--plan", str(k), "--plan-depth", str(d)])
+    command = f"{args.command}  # arm K{k}:d{d}, run seed {run_seed}"
     return evaluate_policy(config, policy=loaded, vector_env=vector_env, command=command, show_progress=False)
 
 
@@ -157,7 +157,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
 
     policies = list(report["policies"])
     arms = list(report["arms"])
-    fig, ax = plt.subplots(figsize=(1.6 + 1.4 * len(arms) * len(policies), 4.2))
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.6 + 1.4 * len(arms) * len(policies)), 4.2))
     width = 0.8 / max(len(policies), 1)
     for p_index, policy in enumerate(policies):
         rows = [report["policies"][policy].get(arm) for arm in arms]
@@ -174,7 +174,8 @@ def plot(report: dict[str, Any], path: Path) -> None:
     ax.set_ylabel("held-out success (%)")
     ax.set_ylim(0, 110)
     pages = report["episodes_per_run"]
-    ax.set_title(f"Planning with the world model: {pages} held-out pages a run, run seeds {report['run_seeds']}")
+    title = f"Planning with the world model\n{pages} held-out pages a run, run seeds {report['run_seeds']}"
+    ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -204,6 +205,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         parser.error("--per-task and --num-envs must be >= 1")
     args.tasks = list(args.tasks or TASK_SUITES[args.suite])
     args.seed_list = held_out_seeds(args.first_seed, args.per_task)
+    args.command = shlex.join(["python", "-m", "benchmarks.planning", *(sys.argv[1:] if argv is None else argv)])
 
     from dynaweb_trainer.evaluate import EvalConfig, make_real_vector_env
 
@@ -225,7 +227,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     finally:
         vector_env.close()
     report = {
-        "command": shlex.join(["python", "-m", "benchmarks.planning", *(sys.argv[1:] if argv is None else argv)]),
+        "command": args.command,
         "tasks": args.tasks,
         "task_seeds": args.seed_list,
         "episodes_per_run": len(args.tasks) * len(args.seed_list),

@@ -130,6 +130,11 @@ class EvalConfig:
         default=True,
         metadata={"help": "Browsers without windows (the default); --no-headless opens a window per browser to watch."},
     )
+    plan: int = field(default=0, metadata={"help": "Plan with the world model: K candidates a step (0: off)."})
+    plan_depth: int = field(default=1, metadata={"help": "Dream steps per candidate when planning."})
+    plan_temperature: float = field(default=1.0, metadata={"help": "Sampling temperature of extra candidates."})
+    plan_world_model: str | None = field(default=None, metadata={"help": "World model of planning (default: shipped)."})
+    plan_judge: str | None = field(default=None, metadata={"help": "Judge of planning (default: the trained one)."})
 
     def __post_init__(self) -> None:
         if isinstance(self.tasks, str):
@@ -382,7 +387,8 @@ def make_planner(config: EvalConfig, policy: Any, encoder: Any) -> Any:
 
     from .planning import PlanningPolicy
 
-    lookahead = Lookahead(config.plan_world_model, config.plan_judge, depth=config.plan_depth)
+    # Loaded before any page opens: MiniWoB++'s episode clock would run while the models load.
+    lookahead = Lookahead(config.plan_world_model, config.plan_judge, depth=config.plan_depth).load()
     return PlanningPolicy(policy, encoder, lookahead, config.plan, proposal_temperature=config.plan_temperature)
 
 

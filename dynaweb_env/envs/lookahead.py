@@ -183,6 +183,11 @@ class Lookahead:
         model.backend = _Metered(backend, self.cost, prefix)  # the world model judging: one backend, counted apart
         return model
 
+    def load(self) -> Lookahead:
+        """Load the world model and the judge now (a real page's clock, e.g. MiniWoB++'s, runs while they load)."""
+        _ = self.dynamics.world_model, self.dynamics.judge
+        return self
+
     @staticmethod
     def begin(starts: Sequence[StartState]) -> list[DreamEpisode]:
         """One dream per start state."""
