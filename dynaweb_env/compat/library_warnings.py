@@ -49,8 +49,17 @@ LIBRARY_WARNINGS: tuple[LibraryWarning, ...] = (
     LibraryWarning(
         module=r"transformers\.modeling_utils",
         category=FutureWarning,
-        message=r"`is_gradient_checkpointing` is deprecated",
-        why="TRL (trl.models.utils) and peft read the old property name of every model they train or wrap",
+        message=r"`(is_gradient_checkpointing|gradient_checkpointing_enable|gradient_checkpointing_disable)` is "
+        r"deprecated",
+        why="TRL (trl.models.utils, around each rollout's generation) and peft call the old names of a model's "
+        "checkpointing methods and property",
+    ),
+    LibraryWarning(
+        module=r"torch\.utils\.data\.dataloader",
+        category=UserWarning,
+        message=r"'pin_memory' argument is set as true but no accelerator is found",
+        why="transformers' TrainingArguments pin the data loader's memory by default; without a GPU torch ignores "
+        "it and says so: nothing changes whichever way it is set",
     ),
 )
 
