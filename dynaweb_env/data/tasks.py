@@ -39,7 +39,7 @@ TASK_STEP_LIMITS: dict[str, int] = {
     "miniwob.choose-date": 20,
     "miniwob.choose-date-nodelay": 20,
     "miniwob.click-checkboxes-large": 20,
-    "miniwob.form-sequence": 15,
+    "miniwob.daily-calendar": 15,
     "miniwob.number-checkboxes": 20,
     "miniwob.social-media-all": 15,
     "miniwob.social-media-some": 15,
