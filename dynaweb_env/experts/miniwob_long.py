@@ -1,11 +1,20 @@
 """Scripted experts for long MiniWoB++ tasks: episodes of five actions and more.
 
 Large checkbox forms (``click-checkboxes-large``), digits drawn in a grid of checkboxes
-(``number-checkboxes``) and a flight booking with autocompletion and a result list (``book-flight``).
+(``number-checkboxes``), jQuery UI date pickers (``choose-date``), a flight booking with
+autocompletion, a date picker and a result list (``book-flight``), sliders moved by keys
+(``use-slider-2``, ``form-sequence``) and an event dragged onto a calendar (``daily-calendar``).
 Like every expert (:mod:`dynaweb_env.experts.base`), each reads only the observation and is
 stateless: progress is read off the page (a checkbox's ``checked``, a textbox's ``value``, the
-result list once a search ran). These tasks exceed the paper's 10-step default; their own limits
-are in :data:`dynaweb_env.data.tasks.TASK_STEP_LIMITS`.
+month a calendar shows, a slider's value) or off ``last_action`` and its error. Most of these
+tasks exceed the paper's 10-step default; their own limits are in
+:data:`dynaweb_env.data.tasks.TASK_STEP_LIMITS`.
+
+Tasks left out, and why: ``choose-date-easy``/``-medium`` (3-4 actions), ``guess-number``
+(``type`` with Enter submits a guess: at most 4), ``copy-paste``/``-2`` and ``use-spinner`` (the text or
+value can be typed: 2 actions), ``phone-book`` (median 3 pages), ``order-food`` (3-5), ``tic-tac-toe``
+(at most 5 moves), ``stock-market`` (a price that changes every 100 ms: timing, not skill),
+``ascending-numbers`` (SVG text without element ids), ``use-slider`` (range and page step unknown).
 """
 
 from __future__ import annotations
