@@ -167,3 +167,17 @@ def test_cli_reference_is_current() -> None:
         [sys.executable, "docs/gen_cli.py"], cwd=ROOT, capture_output=True, text=True, timeout=600, check=True
     )
     assert result.stdout == (ROOT / "docs" / "cli.md").read_text(), "run: python docs/gen_cli.py > docs/cli.md"
+
+
+def test_task_table_is_current() -> None:
+    """``docs/tasks.md`` is what ``python docs/gen_tasks.py`` writes from the experts, suites and expert results now."""
+    result = subprocess.run(
+        [sys.executable, "docs/gen_tasks.py"], cwd=ROOT, capture_output=True, text=True, timeout=300, check=True
+    )
+    assert result.stdout == (ROOT / "docs" / "tasks.md").read_text(), "run: python docs/gen_tasks.py > docs/tasks.md"
+    # every long-suite task is listed with a median of 5 actions or more and full success
+    for line in result.stdout.splitlines():
+        if "| long" in line:
+            cells = [cell.strip() for cell in line.strip("|").split("|")]
+            successes, episodes = map(int, cells[5].split("/"))
+            assert float(cells[2]) >= 5 and successes == episodes, line

@@ -1,7 +1,8 @@
 """Which real tasks and seeds an evaluation or a data build runs: the task suites and the seed grammar.
 
 * :data:`TASK_SUITES`: named sets of MiniWoB++ task ids (``small``: the tasks with scripted experts, the default
-  of ``dynaweb eval``; ``multistep``: those with the longest expert episodes).
+  of ``dynaweb eval``; ``multistep``: the five-task suite of 3-4 actions;
+  ``long``: the tasks whose expert episodes take 5 actions or more).
 * :func:`parse_seeds`: the one grammar of task-seed lists on every command line (``--seeds 0-99``).
 * :func:`step_limit`: the step limit of a task, raised above the default for long tasks (:data:`TASK_STEP_LIMITS`).
 
@@ -19,16 +20,21 @@ DEFAULT_TASKS: tuple[str, ...] = (
     "miniwob.click-tab", "miniwob.enter-password", "miniwob.enter-text", "miniwob.focus-text",
     "miniwob.login-user",
 )  # fmt: skip
-#: The MiniWoB++ tasks with the longest scripted-expert episodes, 3 to 4 actions each (mean actions over 50
-#: episodes in ``benchmarks/results/expert_success/expert_success.json``: login-user-popup 3.96, the others
-#: 2.98-3.0). The tasks of 4 or more actions beyond these (search, email reply, booking, multi-orderings) cannot be
-#: solved through this observation and action grammar; :mod:`dynaweb_env.experts.miniwob_multistep` says why.
+#: The five-task multi-step suite of the paper-claims runs: 3 to 4 actions each (mean actions over 50 episodes in
+#: ``benchmarks/results/expert_success/expert_success.json``: login-user-popup 3.96, the others 2.98-3.0).
 MULTISTEP_TASKS: tuple[str, ...] = (
     "miniwob.login-user-popup", "miniwob.use-autocomplete", "miniwob.login-user", "miniwob.enter-password",
     "miniwob.click-checkboxes",
 )  # fmt: skip
+#: The long tasks: every MiniWoB++ task whose scripted expert's median episode is 5 actions or more over seeds
+#: 0-49 (``benchmarks/results/expert_success/expert_success.json``; 100% success each). Their step limits are in
+#: :data:`TASK_STEP_LIMITS`. The ``-nodelay`` twins are left out: the same seed gives them the same goal and page.
+LONG_TASKS: tuple[str, ...] = (
+    "miniwob.book-flight", "miniwob.choose-date", "miniwob.click-checkboxes-large", "miniwob.daily-calendar",
+    "miniwob.form-sequence", "miniwob.number-checkboxes", "miniwob.social-media-all", "miniwob.use-slider-2",
+)  # fmt: skip
 #: Named task suites (``benchmarks/paper_claims.py --suite``).
-TASK_SUITES: dict[str, tuple[str, ...]] = {"small": DEFAULT_TASKS, "multistep": MULTISTEP_TASKS}
+TASK_SUITES: dict[str, tuple[str, ...]] = {"small": DEFAULT_TASKS, "multistep": MULTISTEP_TASKS, "long": LONG_TASKS}
 
 #: The step limits of tasks whose expert episodes need more actions than the paper's 10 (the longest expert
 #: episode over seeds 0-49 in ``benchmarks/results/expert_success/expert_success.json``, plus room for a
@@ -110,4 +116,6 @@ def parse_seeds(text: str | int | Sequence[str | int]) -> list[int]:
     return seeds
 
 
-__all__ = ["DEFAULT_TASKS", "MULTISTEP_TASKS", "TASK_SUITES", "parse_seeds"]
+__all__ = [
+    "DEFAULT_TASKS", "LONG_TASKS", "MULTISTEP_TASKS", "TASK_STEP_LIMITS", "TASK_SUITES", "parse_seeds", "step_limit",
+]  # fmt: skip
