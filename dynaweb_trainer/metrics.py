@@ -107,7 +107,7 @@ class DynaWebProgressCallback(ProgressCallback):
         if isinstance(redreamed, (int, float)) and redreamed:
             # dream_resamples: flat groups dreamed again from new start states; "found a spread" replaced the group
             found = logs.get("env/dream_groups_resampled", 0)
-            parts.append(f"flat groups re-dreamed {redreamed:.3g} ({found:.3g} found a spread)")
+            parts.append(f"flat groups re-dreamed {redreamed:.3g} times ({found:.3g} found a spread)")
         if logs.get("frac_reward_zero_std") == 1.0:
             # GSPO's advantage is the reward's deviation within a group: with no spread anywhere, the loss is 0.
             parts.append("no group had a reward spread: this update changed nothing (loss 0)")

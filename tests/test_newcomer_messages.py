@@ -49,5 +49,5 @@ def test_progress_line_shows_dream_resamples():
     callback.on_log(None, state, None, logs=logs)
     callback.on_log(None, state, None, logs={"reward": 0.5, "loss": 0.1})  # no flat group: nothing re-dreamed
     resampled, plain = callback.training_bar.lines
-    assert "flat groups re-dreamed 2 (1 found a spread)" in resampled
+    assert "flat groups re-dreamed 2 times (1 found a spread)" in resampled
     assert "re-dreamed" not in plain
