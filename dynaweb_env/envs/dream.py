@@ -86,6 +86,16 @@ class DreamDynamics:
             self._judge = self._judge()
         return self._judge
 
+    def wrap_models(self, wrap: Callable[[Any, str], Any]) -> None:
+        """Pass the world model and the judge through ``wrap(model, "world_model" | "judge")`` when each is built.
+
+        ``model`` is the built model, or the function building it if it is not built yet (``wrap`` builds it by
+        calling it); a lookahead uses this to meter both models' backends without loading them now.
+        """
+        world_model, judge = self._world_model, self._judge
+        self._world_model = lambda: wrap(world_model, "world_model")
+        self._judge = lambda: wrap(judge, "judge")
+
     @property
     def models_loaded(self) -> bool:
         """Whether the world model or the judge has been built yet."""

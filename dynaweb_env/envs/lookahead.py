@@ -168,9 +168,7 @@ class Lookahead:
         self.depth = depth
         self.cost = LookaheadCost()
         # Every call of the world model's and the judge's backends is counted; the models still load on first use.
-        built_world_model, built_judge = self.dynamics._world_model, self.dynamics._judge
-        self.dynamics._world_model = lambda: self._metered(built_world_model, "world_model")
-        self.dynamics._judge = lambda: self._metered(built_judge, "judge")
+        self.dynamics.wrap_models(self._metered)
 
     def _metered(self, model: Any, prefix: str) -> Any:
         """The world model or judge (``model``, or built by calling it) with its backend counted into :attr:`cost`."""
