@@ -14,8 +14,7 @@ Example:
     'click [13]'
 """
 
-from . import miniwob, miniwob_clickable, miniwob_email, miniwob_multistep  # noqa: F401  (register the MiniWoB++ experts)
-from . import miniwob_long  # noqa: F401  (long tasks: five actions and more)
+from . import miniwob, miniwob_clickable, miniwob_email, miniwob_long, miniwob_multistep  # noqa: F401  (registers them)
 from .base import (
     EXPERTS,
     AxNode,
