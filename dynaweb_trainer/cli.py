@@ -103,6 +103,8 @@ def parse_train_args(argv: Sequence[str] | None = None) -> GSPOConfig:
     """
     from trl import TrlParser
 
+    from dynaweb_env.compat.transformers import word_negated_flags
+
     argv = list(sys.argv[1:] if argv is None else argv)
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--preset", default=DEFAULT_PRESET)
@@ -115,7 +117,7 @@ def parse_train_args(argv: Sequence[str] | None = None) -> GSPOConfig:
         _apply_env_key(overrides)
         values.update(overrides)
 
-    parser = TrlParser([GSPOConfig], prog="dynaweb-train", description=__doc__.split("\n\n")[0])
+    parser = word_negated_flags(TrlParser([GSPOConfig], prog="dynaweb-train", description=__doc__.split("\n\n")[0]))
     parser.add_argument(
         "--preset", default=DEFAULT_PRESET, help=f"Named preset: {', '.join(available_presets())} (default cpu-small)."
     )

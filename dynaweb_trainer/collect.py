@@ -302,7 +302,9 @@ def parse_config(argv: Sequence[str] | None = None) -> CollectConfig:
     """Parse command-line arguments (``--config x.yaml`` gives defaults that flags override)."""
     from trl import TrlParser
 
-    parser = TrlParser(CollectConfig, prog="dynaweb-collect")
+    from dynaweb_env.compat.transformers import word_negated_flags
+
+    parser = word_negated_flags(TrlParser(CollectConfig, prog="dynaweb-collect"))
     (config,) = parser.parse_args_and_config(args=argv)
     return config
 

@@ -73,7 +73,9 @@ def parse_config(argv: Sequence[str] | None = None) -> DreamDemoConfig:
     """Parse ``dynaweb-dream`` arguments (``--config x.yaml`` gives defaults that flags override)."""
     from trl import TrlParser
 
-    (config,) = TrlParser(DreamDemoConfig, prog="dynaweb-dream").parse_args_and_config(args=argv)
+    from dynaweb_env.compat.transformers import word_negated_flags
+
+    (config,) = word_negated_flags(TrlParser(DreamDemoConfig, prog="dynaweb-dream")).parse_args_and_config(args=argv)
     return config
 
 

@@ -416,7 +416,9 @@ def parse_config(argv: Sequence[str] | None = None) -> EvalConfig:
     """Parse command-line arguments (``--config x.yaml`` gives defaults that flags override)."""
     from trl import TrlParser
 
-    parser = TrlParser(EvalConfig, prog="dynaweb-eval")
+    from dynaweb_env.compat.transformers import word_negated_flags
+
+    parser = word_negated_flags(TrlParser(EvalConfig, prog="dynaweb-eval"))
     (config,) = parser.parse_args_and_config(args=argv)
     return config
 

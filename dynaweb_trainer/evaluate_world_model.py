@@ -407,7 +407,11 @@ def parse_args(argv: Sequence[str] | None = None) -> WorldModelEvalConfig:
     """Parse ``dynaweb-eval-wm`` arguments; exits with a usage error for bad ones."""
     from trl import TrlParser
 
-    parser = TrlParser(WorldModelEvalConfig, prog="dynaweb-eval-wm", description=__doc__.split("\n\n")[0])
+    from dynaweb_env.compat.transformers import word_negated_flags
+
+    parser = word_negated_flags(
+        TrlParser(WorldModelEvalConfig, prog="dynaweb-eval-wm", description=__doc__.split("\n\n")[0])
+    )
     try:
         (config,) = parser.parse_args_and_config(args=argv)
     except ValueError as error:

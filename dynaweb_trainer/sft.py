@@ -35,6 +35,7 @@ from typing import Any
 from trl import TrlParser
 
 from dynaweb_env.agent import POLICY_SYSTEM_PROMPT, policy_system_prompt
+from dynaweb_env.compat.transformers import word_negated_flags
 from dynaweb_env.data.schema import Trajectory
 from dynaweb_env.data.shipped import EXPERT_TRAJECTORIES
 from dynaweb_env.models import name_adapter_base
@@ -298,7 +299,7 @@ def format_summary(summary: dict[str, Any]) -> str:
 
 def parse_config(argv: Sequence[str] | None = None) -> PolicySFTConfig:
     """Parse command-line arguments (``--config x.yaml`` gives defaults that flags override)."""
-    parser = TrlParser(PolicySFTConfig, prog="dynaweb-sft")
+    parser = word_negated_flags(TrlParser(PolicySFTConfig, prog="dynaweb-sft"))
     (config,) = parser.parse_args_and_config(args=argv)
     return config
 

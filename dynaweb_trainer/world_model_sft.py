@@ -54,6 +54,7 @@ from typing import Any
 from transformers import TrainerCallback
 from trl import TrlParser
 
+from dynaweb_env.compat.transformers import word_negated_flags
 from dynaweb_env.data.schema import Trajectory
 from dynaweb_env.models import (
     WORLD_MODEL_INFO_FILE,
@@ -447,7 +448,7 @@ def format_summary(summary: dict[str, Any]) -> str:
 
 def parse_config(argv: Sequence[str] | None = None) -> WorldModelSFTConfig:
     """Parse command-line arguments (``--config x.yaml`` gives defaults that flags override)."""
-    parser = TrlParser(WorldModelSFTConfig, prog="dynaweb-train-wm")
+    parser = word_negated_flags(TrlParser(WorldModelSFTConfig, prog="dynaweb-train-wm"))
     (config,) = parser.parse_args_and_config(args=argv)
     return config
 

@@ -489,3 +489,18 @@ def test_library_warnings_are_silenced_and_still_shown_on_request(tmp_path):
     expected = {i for i, entry in enumerate(LIBRARY_WARNINGS) if "pin_memory" not in entry.message}
     expected |= set() if torch.accelerator.is_available() else set(range(len(LIBRARY_WARNINGS)))
     assert silenced(caught) == expected, [str(warning.message) for warning in caught]
+
+
+def test_negated_flags_get_their_own_help() -> None:
+    """``--no_headless`` says it turns ``--headless`` off (HfArgumentParser copies the positive help), and still works."""
+    from trl import TrlParser
+
+    from dynaweb_env.compat.transformers import word_negated_flags
+    from dynaweb_trainer.evaluate import EvalConfig
+
+    parser = word_negated_flags(TrlParser(EvalConfig, prog="dynaweb-eval"))
+    text = " ".join(parser.format_help().split())
+    assert "--no_headless, --no-headless Turn --headless off (the same as --headless false)." in text
+    assert text.count("Browsers without windows") == 1
+    (config,) = parser.parse_args_and_config(args=["--no-headless"])
+    assert config.headless is False
