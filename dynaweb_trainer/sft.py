@@ -196,6 +196,27 @@ def build_sft_dataset(
     return Dataset.from_list(rows)
 
 
+class SFTDataError(ValueError):
+    """The data cannot train anything under the given settings (the message says which flag to change)."""
+
+
+def check_policy_tokens_kept(labels: Sequence[Sequence[int]], max_length: int | None) -> None:
+    """Refuse a ``max_length`` that cuts every episode before its first policy token (nothing would be learned).
+
+    Raises:
+        SFTDataError: If no episode keeps a policy token within its first ``max_length`` tokens.
+    """
+    if not max_length or not labels:
+        return
+    firsts = [next((i for i, label in enumerate(row) if label != IGNORE_INDEX), len(row)) for row in labels]
+    if min(firsts) >= max_length:
+        raise SFTDataError(
+            f"--max_length {max_length} cuts every episode before its first action (the earliest starts at token "
+            f"{min(firsts)}), so there is nothing to learn: raise --max_length above {min(firsts)} "
+            f"(default 4096), or shorten pages with --max_axtree_chars"
+        )
+
+
 def build_sft_trainer(
     config: PolicySFTConfig, trajectories: Sequence[Trajectory] | None = None
 ) -> tuple[LabelledHeadSFTTrainer, dict[str, Any]]:
@@ -214,6 +235,7 @@ def build_sft_trainer(
     system_prompt = policy_system_prompt(config.response_style)  # type: ignore[arg-type]
     dataset = build_sft_dataset(tokenizer, trajectories, config.max_axtree_chars, system_prompt)
     lengths = [len(ids) for ids in dataset["input_ids"]]
+    check_policy_tokens_kept(dataset["labels"], config.max_length)
     data_stats = {
         "trajectories": len(trajectories),
         "tasks": dict(Counter(t.task_id for t in trajectories)),
@@ -321,6 +343,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         summary = train_policy_sft(config, trajectories, command=shlex.join(["dynaweb-sft", *argv]))
+    except SFTDataError as error:
+        print(f"dynaweb-sft: error: {error}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt as interrupt:
         return exit_interrupted("dynaweb-sft", interrupt, config.output_dir)
     print(format_summary(summary))

@@ -219,3 +219,11 @@ def test_sft_of_smollm2_teaches_the_action_format(tmp_path):
     after = format_rate(load_policy(str(tmp_path / "sft")).policy.backend)
     print(f"well-formed actions on held-out pages: {before:.2f} before SFT, {after:.2f} after")
     assert after > before and after >= 0.75
+
+
+def test_a_max_length_that_cuts_every_action_is_refused(tmp_path, capsys):
+    """``--max_length`` below every episode's first action stops with exit 2 and the length to use, before training."""
+    assert main(["--max_length", "64", "--output_dir", str(tmp_path / "o")]) == 2
+    message = capsys.readouterr().err
+    assert "--max_length 64 cuts every episode before its first action" in message and "raise --max_length" in message
+    assert not (tmp_path / "o").exists()
