@@ -71,7 +71,7 @@ def test_registry() -> None:
     assert len(EXPERTS) >= 4
     assert {"miniwob.click-button", "miniwob.enter-text", "miniwob.click-checkboxes"} <= set(EXPERTS)
     assert all(expert.task_id == task_id for task_id, expert in EXPERTS.items())
-    with pytest.raises(KeyError, match="experts exist for: miniwob.click-button"):
+    with pytest.raises(KeyError, match="experts exist for: .*miniwob.click-button"):
         get_expert("miniwob.no-such-task")
     with pytest.raises(ValueError, match="already registered"):
         register_expert(type(get_expert("miniwob.click-button")))
