@@ -106,6 +106,11 @@ class CollectConfig(EvalConfig):
             raise ValueError(f"epsilon must be in [0, 1], got {self.epsilon}")
         if self.batch_size is not None and self.batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+        if self.plan:
+            raise ValueError(
+                f"dynaweb-collect records the policy's own actions and does not plan (got --plan {self.plan}); "
+                "to measure planning use dynaweb eval --plan"
+            )
 
 
 def policy_label(config: CollectConfig) -> str:

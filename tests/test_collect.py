@@ -249,6 +249,8 @@ def test_model_policies_are_collected_as_real_episodes(tmp_path):
 def test_cli_rejects_bad_arguments(capsys):
     assert main(["--policy", "explore", "--epsilon", "2"]) == 2
     assert "epsilon" in capsys.readouterr().err
+    assert main(["--policy", "expert", "--plan", "2"]) == 2  # collect records the policy's own actions
+    assert "does not plan" in capsys.readouterr().err
     # Near misses are the expert's actions aimed elsewhere: a task without an expert has none.
     assert main(["--policy", "near-miss", "--tasks", "miniwob.no-expert", "--tokenizer", "tiny-random"]) == 2
     assert "no scripted expert for miniwob.no-expert" in capsys.readouterr().err
