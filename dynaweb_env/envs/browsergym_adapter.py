@@ -198,6 +198,45 @@ def check_task_id(task_id: str) -> None:
         raise ValueError(f"unknown BrowserGym task {task_id!r}")
 
 
+def check_real_env_arguments(
+    task_ids: list[str],
+    tasks: Any,
+    max_steps: Any,
+    allowed_domains: Any,
+    action_timeout_ms: Any,
+    element_timeout_ms: Any,
+    seconds: tuple[float, float, float],
+    counts: tuple[Any, Any],
+) -> None:
+    """Check ``RealWeb-v0``'s constructor arguments before any browser starts.
+
+    Raises:
+        ValueError: Naming the first bad argument and its value.
+    """
+    if tasks is not None and (isinstance(tasks, str) or not tasks or not all(isinstance(t, str) for t in tasks)):
+        raise ValueError(f"tasks must be a non-empty list of task ids, got {tasks!r}")
+    for task_id in task_ids:
+        check_task_id(task_id)
+    if not isinstance(max_steps, int) or max_steps < 1:
+        raise ValueError(f"max_steps must be a positive integer, got {max_steps!r}")
+    if allowed_domains is not None and (
+        isinstance(allowed_domains, str) or not all(isinstance(d, str) and d for d in allowed_domains)
+    ):
+        raise ValueError(f"allowed_domains must be a list of non-empty strings, got {allowed_domains!r}")
+    if action_timeout_ms is not None and action_timeout_ms <= 0:
+        raise ValueError(f"action_timeout_ms must be positive, got {action_timeout_ms}")
+    if not isinstance(element_timeout_ms, int) or element_timeout_ms <= 0:
+        raise ValueError(f"element_timeout_ms must be a positive integer, got {element_timeout_ms!r}")
+    step_timeout_s, reset_timeout_s, pre_observation_delay = seconds
+    if step_timeout_s <= 0 or reset_timeout_s <= 0:
+        raise ValueError(f"timeouts must be positive, got {step_timeout_s=} and {reset_timeout_s=}")
+    if pre_observation_delay < 0:
+        raise ValueError(f"pre_observation_delay must be >= 0, got {pre_observation_delay}")
+    for name, value in zip(("max_tabs", "max_page_elements"), counts, strict=True):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
 def make_browser_env(
     task_id: str, element_timeout_ms: int = 2000, max_page_elements: int = MAX_PAGE_ELEMENTS, **kwargs: Any
 ) -> Any:
@@ -248,6 +287,7 @@ __all__ = [
     "InMemoryChat",
     "bounded_axtree",
     "check_task_id",
+    "check_real_env_arguments",
     "flatten_axtree",
     "in_memory_chat",
     "make_browser_env",

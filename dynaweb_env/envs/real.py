@@ -35,6 +35,7 @@ from .browser_guard import BrowserGuard
 from .browser_thread import BrowserThread
 from .browsergym_adapter import (
     MAX_PAGE_ELEMENTS,
+    check_real_env_arguments,
     check_task_id,
     flatten_axtree,
     in_memory_chat,
@@ -186,7 +187,7 @@ class RealWebEnv(gym.Env[dict, str]):
         action_set: str = "paper",
         render_mode: str | None = None,
     ):
-        _validate_arguments(
+        check_real_env_arguments(
             tasks or [task], tasks, max_steps, allowed_domains, action_timeout_ms, element_timeout_ms,
             (step_timeout_s, reset_timeout_s, pre_observation_delay), (max_tabs, max_page_elements),
         )  # fmt: skip
@@ -461,40 +462,6 @@ class RealWebEnv(gym.Env[dict, str]):
 
 
 # ---------------------------------------------------------------------- helpers
-
-
-def _validate_arguments(
-    task_ids: list[str],
-    tasks: Any,
-    max_steps: Any,
-    allowed_domains: Any,
-    action_timeout_ms: Any,
-    element_timeout_ms: Any,
-    seconds: tuple[float, float, float],
-    counts: tuple[Any, Any],
-) -> None:
-    if tasks is not None and (isinstance(tasks, str) or not tasks or not all(isinstance(t, str) for t in tasks)):
-        raise ValueError(f"tasks must be a non-empty list of task ids, got {tasks!r}")
-    for task_id in task_ids:
-        check_task_id(task_id)
-    if not isinstance(max_steps, int) or max_steps < 1:
-        raise ValueError(f"max_steps must be a positive integer, got {max_steps!r}")
-    if allowed_domains is not None and (
-        isinstance(allowed_domains, str) or not all(isinstance(d, str) and d for d in allowed_domains)
-    ):
-        raise ValueError(f"allowed_domains must be a list of non-empty strings, got {allowed_domains!r}")
-    if action_timeout_ms is not None and action_timeout_ms <= 0:
-        raise ValueError(f"action_timeout_ms must be positive, got {action_timeout_ms}")
-    if not isinstance(element_timeout_ms, int) or element_timeout_ms <= 0:
-        raise ValueError(f"element_timeout_ms must be a positive integer, got {element_timeout_ms!r}")
-    step_timeout_s, reset_timeout_s, pre_observation_delay = seconds
-    if step_timeout_s <= 0 or reset_timeout_s <= 0:
-        raise ValueError(f"timeouts must be positive, got {step_timeout_s=} and {reset_timeout_s=}")
-    if pre_observation_delay < 0:
-        raise ValueError(f"pre_observation_delay must be >= 0, got {pre_observation_delay}")
-    for name, value in zip(("max_tabs", "max_page_elements"), counts, strict=True):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
 
 def _first_line(text: str) -> str:
