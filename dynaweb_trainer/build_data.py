@@ -29,6 +29,7 @@ import hashlib
 import json
 import os
 import shlex
+import statistics
 import sys
 import time
 from collections.abc import Sequence
@@ -96,6 +97,32 @@ def file_entry(path: Path, split: str) -> dict[str, Any]:
             "successes": successes}  # fmt: skip
 
 
+def task_actions(output: Path, files: Sequence[str]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Actions per episode of each task under each policy, over every split: ``{task: {policy: counts}}``.
+
+    ``counts`` holds ``episodes``, ``successes``, and the ``median``/``max`` number of actions of an episode (every
+    recorded action, a final ``stop`` included where the policy sent one), so a long task shows in its data.
+    """
+    from dynaweb_env.data.io import iter_trajectories
+
+    lengths: dict[str, dict[str, list[tuple[int, bool]]]] = {}
+    for name in files:
+        policy = Path(name).name.removesuffix(".jsonl")
+        for trajectory in iter_trajectories(output / name):
+            actions = sum(1 for step in trajectory.steps if step.action.strip())
+            lengths.setdefault(trajectory.task_id, {}).setdefault(policy, []).append((actions, trajectory.success))
+    table: dict[str, dict[str, dict[str, Any]]] = {}
+    for task, by_policy in sorted(lengths.items()):
+        table[task] = {}
+        for policy, rows in sorted(by_policy.items()):
+            counts = sorted(actions for actions, _ in rows)
+            table[task][policy] = {
+                "episodes": len(rows), "successes": sum(success for _, success in rows),
+                "median_actions": statistics.median(counts), "max_actions": counts[-1],
+            }  # fmt: skip
+    return table
+
+
 def build(
     output_dir: str | os.PathLike[str],
     tasks: Sequence[str] | None = None,
@@ -142,6 +169,8 @@ def build(
         "max_steps": max_steps,
         "files": files,
         "totals": {key: sum(entry[key] for entry in files.values()) for key in ("records", "transitions", "successes")},
+        "observation": "RealWeb-v0's default: clickable generic elements kept (clickable=True)",
+        "per_task": task_actions(output, list(files)),
         "build_seconds_this_run": round(time.perf_counter() - started, 1),
     }
     (output / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
@@ -213,4 +242,4 @@ if __name__ == "__main__":
     cli()
 
 
-__all__ = ["MANIFEST_FILE", "SPLITS", "build", "file_entry", "main", "parse_seeds", "split_of_seed", "verify"]
+__all__ = ["MANIFEST_FILE", "SPLITS", "build", "file_entry", "task_actions", "main", "parse_seeds", "split_of_seed", "verify"]

@@ -58,6 +58,11 @@ def test_tiny_real_build_splits_resumes_and_verifies(tmp_path, require_browser):
         if name.endswith("expert.jsonl"):
             assert all(t.success for t in trajectories) and entry["successes"] == 2
     assert manifest["totals"]["records"] == 8 and manifest["totals"]["transitions"] >= 8
+    # Actions per episode, per task and policy, over both splits: click-button's expert clicks once, then stops.
+    expert_counts = manifest["per_task"]["miniwob.click-button"]["expert"]
+    assert expert_counts == {"episodes": 2, "successes": 2, "median_actions": 1, "max_actions": 1}
+    assert manifest["per_task"]["miniwob.login-user"]["expert"]["median_actions"] == 3
+    assert set(manifest["per_task"]["miniwob.login-user"]) == {"expert", "explore-e0.5-s0"}
     assert verify(out) == []
     # Re-running collects nothing new: the files, and so their checksums, stay as they were.
     assert main(command) == 0
