@@ -242,4 +242,6 @@ if __name__ == "__main__":
     cli()
 
 
-__all__ = ["MANIFEST_FILE", "SPLITS", "build", "file_entry", "task_actions", "main", "parse_seeds", "split_of_seed", "verify"]
+__all__ = [
+    "MANIFEST_FILE", "SPLITS", "build", "file_entry", "main", "parse_seeds", "split_of_seed", "task_actions", "verify",
+]  # fmt: skip

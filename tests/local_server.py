@@ -1,7 +1,8 @@
-"""A local HTTP server on 127.0.0.1 run on a thread, for tests of model backends against real sockets."""
+"""Local sockets for tests: an HTTP server on 127.0.0.1 run on a thread, and a free port for a server a test starts."""
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Iterator
 from http.server import ThreadingHTTPServer
@@ -19,3 +20,10 @@ def serve_on_a_thread(server: ThreadingHTTPServer) -> Iterator[ThreadingHTTPServ
     server.shutdown()
     server.server_close()
     thread.join(timeout=5)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now (the OS picks it), for a server a test starts."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

@@ -492,7 +492,7 @@ def test_library_warnings_are_silenced_and_still_shown_on_request(tmp_path):
 
 
 def test_negated_flags_get_their_own_help() -> None:
-    """``--no_headless`` says it turns ``--headless`` off (HfArgumentParser copies the positive help), and still works."""
+    """``--no_headless`` says it turns ``--headless`` off (HfArgumentParser copies the positive help), and works."""
     from trl import TrlParser
 
     from dynaweb_env.compat.transformers import word_negated_flags

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ import pytest
 
 pytest.importorskip("openenv.core", reason="needs the openenv extra: pip install 'dynaweb[openenv]'")
 
+from local_server import free_port
 from openenv.core import GenericEnvClient  # noqa: E402
 
 from dynaweb_env.integrations.openenv import DynaWebClient, DynaWebEnvironment, WebAction, main  # noqa: E402
@@ -22,15 +22,9 @@ ENV_KWARGS = {"world_model": "tiny-random", "judge": "world_model", "max_new_tok
               "dream_length": 3}  # fmt: skip
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server_url():
-    port = _free_port()
+    port = free_port()
     command = [sys.executable, "-m", "dynaweb_env.integrations.openenv", "--port", str(port), "--max-sessions", "2"]
     command += ["--env-kwargs", json.dumps(ENV_KWARGS)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")])}

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
 
 import gymnasium as gym
 import pytest
+from local_server import free_port
 
 import dynaweb_env  # noqa: F401  (registers the envs)
 
@@ -73,19 +73,13 @@ def _gem() -> tuple[tuple, str]:
     return _outcome(reward, info), info["changes"]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _openenv() -> tuple[tuple, str]:
     pytest.importorskip("openenv", reason="needs the openenv extra")
     import httpx
 
     from dynaweb_env.integrations.openenv import DynaWebClient, WebAction
 
-    port = _free_port()
+    port = free_port()
     command = [sys.executable, "-m", "dynaweb_env.integrations.openenv", "--port", str(port), "--max-sessions", "1"]
     command += ["--env-kwargs", json.dumps(ENV_KWARGS)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")])}

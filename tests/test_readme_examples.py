@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import textwrap
@@ -36,6 +35,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from local_server import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -129,12 +129,6 @@ def substituted(code: str, replacements: list[tuple[str, str]]) -> str:
     return code
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @dataclass
 class Served:
     port: int
@@ -147,7 +141,7 @@ def dynaweb_serve(request, tmp_path) -> Iterator[callable]:
     started: list[Served] = []
 
     def start(argv: list[str], env_kwargs: dict | None = None) -> Served:
-        port = _free_port()
+        port = free_port()
         argv = [str(port) if arg == "8000" else arg for arg in argv]
         assert argv[0] == "dynaweb-serve" and str(port) in argv, argv
         command = [sys.executable, "-m", "dynaweb_env.integrations.openenv", *argv[1:]]

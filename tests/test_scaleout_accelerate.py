@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from local_server import free_port
 
 from dynaweb_env.data.io import iter_trajectories
 
@@ -32,17 +32,11 @@ TINY = [
 ]  # fmt: skip
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def launch_train(output_dir: Path, *flags: str) -> subprocess.CompletedProcess:
     """``accelerate launch`` with the shipped multi-CPU config, 2 ranks, of ``dynaweb-train``."""
     command = [
         sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(ACCELERATE_CONFIG),
-        "--main_process_port", str(_free_port()), "-m", "dynaweb_trainer.cli",
+        "--main_process_port", str(free_port()), "-m", "dynaweb_trainer.cli",
         *TINY, "--output-dir", str(output_dir), *flags,
     ]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}

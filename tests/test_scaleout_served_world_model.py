@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,18 +20,13 @@ from pathlib import Path
 
 import httpx
 import pytest
+from local_server import free_port
 
 from dynaweb_env.serving import export_merged_model, served_model_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Seconds a request may take: generous, for a CPU shared with other jobs.
 TIMEOUT = 1800
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class Server:
@@ -47,7 +41,7 @@ class Server:
         executable = shutil.which("transformers")
         if executable is None:
             pytest.skip("no `transformers` command line: pip install 'dynaweb[serve]'")
-        port = _free_port()
+        port = free_port()
         self.base_url = f"http://127.0.0.1:{port}/v1"
         command = [executable, "serve", "--host", "127.0.0.1", "--port", str(port), "--device", "cpu"]
         with open(self.log, "wb") as log:
