@@ -5,7 +5,7 @@ Command (run from the repository root after adding or replacing a results file):
     python -m benchmarks.results_index            # rewrites benchmarks/results/INDEX.md
     python -m benchmarks.results_index --check    # exit 1 if INDEX.md is out of date
 
-The command of a JSON file is its ``command`` field (or ``commands``, several joined), exactly as the run recorded
+The command of a JSON file is its ``command`` field (or the first of its ``commands``), exactly as the run recorded
 it: paths in it are where that run wrote, before any later move. The date and commit are those of the last commit
 that changed the file's content (a plain move does not count), read from ``git log``; a file with changes not yet
 committed is marked ``uncommitted``. A PNG is the figure of the JSON of the same name beside it.
@@ -105,7 +105,11 @@ def _uncommitted() -> set[str]:
 
 
 def recorded_command(path: Path) -> str:
-    """The command recorded in a results JSON (``command`` or ``commands``), or ``""``."""
+    """The command recorded in a results JSON (``command``), or ``""``.
+
+    A file merged from several runs records them as a list (``commands``): the first is shown, with how many more
+    ran, so a table cell stays one command long; the JSON lists them all.
+    """
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -114,7 +118,8 @@ def recorded_command(path: Path) -> str:
         return ""
     command = data.get("command", data.get("commands", ""))
     if isinstance(command, list):
-        command = " ; ".join(str(part) for part in command)
+        more = f" (+ {len(command) - 1} more runs merged: the JSON's commands)" if len(command) > 1 else ""
+        command = f"{' '.join(str(command[0]).split())}{more}" if command else ""
     return " ".join(str(command).split())
 
 
