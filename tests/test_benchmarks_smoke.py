@@ -362,6 +362,17 @@ def test_planning_runs_a_policy_with_and_without_planning(tmp_path):
     assert "world_model_tokens" in arms["K2:d1"]["cost_per_real_step"] and (tmp_path / "p.png").is_file()
 
 
+@pytest.mark.usefixtures("require_browser")
+def test_planning_ranking_scores_and_replays_candidates(tmp_path):
+    argv = ["--tasks", "miniwob.click-button", "--seeds-per-task", "1", "--candidates", "3", "--world-model", TINY]
+    assert run_main("planning_ranking", [*argv, "--judge", TINY, "--output", str(tmp_path / "r.json")]) == 0
+    report = json.loads((tmp_path / "r.json").read_text())
+    (page,) = report["pages"]
+    assert page["candidates"][0]["expert"] and page["candidates"][0]["real_reward"] == 1.0  # the expert's click
+    assert len({c["action"] for c in page["candidates"]}) == len(page["candidates"]) >= 2
+    assert report["overall"]["pages"] == 1 and not (tmp_path / "r.partial.jsonl").exists()
+
+
 def test_results_index_is_current():
     """``benchmarks/results/INDEX.md`` lists every result file as ``python -m benchmarks.results_index`` writes it."""
     if not (ROOT / ".git").exists():
