@@ -225,3 +225,20 @@ def test_expert_solves_its_task_over_more_seeds(real_web_env: gym.Env, task_id: 
     for seed in (101, 102, 103, 104, 105):
         trajectory = record_episode(real_web_env, get_expert(task_id), task_id, seed)
         assert trajectory.success, (seed, [(s.action, s.last_action_error) for s in trajectory.steps])
+
+
+@pytest.mark.browser
+def test_login_expert_retypes_a_wrong_username_on_a_real_page(real_web_env: gym.Env) -> None:
+    # A wrong word in the username (a policy's or exploration's mistake) is visible, so the expert types it again
+    # rather than counting the field filled because the last action typed into it.
+    observation, _ = real_web_env.reset(options={"task": "miniwob.login-user", "task_seed": 109})
+    expert = get_expert("miniwob.login-user")
+    first = expert.act(observation)[1]
+    assert first.startswith("type [")
+    username_box = first.split("]")[0] + "]"
+    observation, reward, terminated, truncated, _ = real_web_env.step(f"{username_box} [login] [0]")
+    actions = []
+    while not (terminated or truncated) and len(actions) < 5:
+        actions.append(expert.act(observation)[1])
+        observation, reward, terminated, truncated, _ = real_web_env.step(actions[-1])
+    assert actions[0] == first and reward == 1.0, actions

@@ -133,8 +133,10 @@ def _fill_password_fields(
     order = [field.bid for field, _ in fields]
     done_up_to = order.index(typed_last) if typed_last in order else -1
     for index, (field, text) in enumerate(fields):
-        masked = bool(text) and field.value == "\u2022" * len(text)  # Chromium shows a password as bullets
-        filled = (field.value or "") == text or masked or index <= done_up_to
+        value = field.value or ""
+        masked = bool(text) and value == "\u2022" * len(text)  # Chromium shows a password as bullets
+        wrong = bool(value.strip("\u2022")) and value != text  # visible text that is not the goal's: retype it
+        filled = not wrong and (value == text or masked or index <= done_up_to)
         if not filled:
             return f"The field [{field.bid}] must contain {text!r}; I type it.", f"type [{field.bid}] [{text}] [0]"
     return f"Both fields are filled; I click '{submit.name}'.", f"click [{submit.bid}]"
