@@ -19,9 +19,12 @@ would. This measures it on held-out real pages, with the shipped world model and
 Reported, overall and per task: ``top1_good`` (on pages with both good and bad candidates, how often the
 best-scored candidate is good: what planning needs), ``pairwise`` (over every good/bad pair of a page, how often the
 good one scores higher; ties count half), ``expert_first`` (how often the expert's action scores strictly highest),
-``tied`` (pages whose candidates all score the same: planning falls back to the policy), and the candidates per page.
+``tied`` (pages whose candidates all score the same: planning falls back to the policy), the candidates per page,
+and ``planner_success_by_tie_margin`` (:func:`planner_success`: what the planner's pick would achieve for each tie
+margin, against no planning).
 
-Resumable: each page's row goes to ``<output>.partial.jsonl`` as it is done; rerunning skips those pages.
+Resumable: each page's row goes to ``<output>.partial.jsonl`` as it is done; rerunning skips those pages, and the
+pages of a finished ``<output>`` (rerunning it only recomputes the summaries).
 
 Command::
 
@@ -121,6 +124,25 @@ def page_metrics(row: dict[str, Any]) -> dict[str, Any]:
             "candidates": len(scores)}  # fmt: skip
 
 
+def planner_success(rows: Sequence[dict[str, Any]], margin: float) -> float:
+    """The real success of the candidate the planner runs, averaged over pages and over which candidate is the
+    policy's own answer (each in turn): the best-scored one if it scores more than ``margin`` above the own
+    answer, else the own answer (:meth:`~dynaweb_trainer.planning.PlanningPolicy` with ``tie_margin=margin``).
+    ``margin=inf`` is no planning: the mean success of the candidates."""
+    picks = []
+    for row in rows:
+        scores = [c["score"] for c in row["candidates"]]
+        good = [float(c["real_reward"] > 0) for c in row["candidates"]]
+        for own in range(len(scores)):
+            best = max(range(len(scores)), key=lambda i: (scores[i], i == own))
+            picks.append(good[best] if best != own and scores[best] > scores[own] + margin else good[own])
+    return round(statistics.fmean(picks), 3) if picks else 0.0
+
+
+#: Tie margins compared by :func:`planner_success` (``inf``: no planning).
+MARGINS = (1e-6, 0.01, 0.05, 0.1, 0.2, 0.3, 0.5, float("inf"))
+
+
 def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The measures over pages: means of those that apply, with how many pages each is over."""
     metrics = [page_metrics(row) for row in rows]
@@ -139,6 +161,7 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "candidates_per_page": round(statistics.fmean(m["candidates"] for m in metrics), 2) if metrics else 0,
         "good_candidates": sum(c["real_reward"] > 0 for row in rows for c in row["candidates"]),
         "bad_candidates": sum(c["real_reward"] <= 0 for row in rows for c in row["candidates"]),
+        "planner_success_by_tie_margin": {str(margin): planner_success(rows, margin) for margin in MARGINS},
     }
 
 
@@ -153,8 +176,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     seeds = held_out_seeds(args.first_seed, args.seeds_per_task)
     output = Path(args.output)
     partial = output.with_suffix(".partial.jsonl")
-    rows = {(r.record["task_id"], r.record["task_seed"]): r.record for r in iter_jsonl_lines(partial)} \
-        if partial.is_file() else {}  # fmt: skip
+    done = json.loads(output.read_text()).get("pages", []) if output.is_file() else []  # a finished run's pages
+    done += [line.record for line in iter_jsonl_lines(partial)] if partial.is_file() else []
+    rows = {(row["task_id"], row["task_seed"]): row for row in done}
     started = time.perf_counter()
     lookahead = Lookahead(world_model=args.world_model, judge=args.judge, depth=1).load()
     env = gym.make("RealWeb-v0", max_steps=args.max_steps)
