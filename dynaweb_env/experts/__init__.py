@@ -14,7 +14,14 @@ Example:
     'click [13]'
 """
 
-from . import miniwob, miniwob_clickable, miniwob_email, miniwob_long, miniwob_multistep  # noqa: F401  (registers them)
+from . import (  # noqa: F401  (registers them)
+    miniwob,
+    miniwob_clickable,
+    miniwob_editor,
+    miniwob_email,
+    miniwob_long,
+    miniwob_multistep,
+)
 from .base import (
     EXPERTS,
     AxNode,

@@ -15,6 +15,7 @@ Tasks left out, and why: ``choose-date-easy``/``-medium`` (3-4 actions), ``guess
 value can be typed: 2 actions), ``phone-book`` (median 3 pages), ``order-food`` (3-5), ``tic-tac-toe``
 (at most 5 moves), ``stock-market`` (a price that changes every 100 ms: timing, not skill),
 ``ascending-numbers`` (SVG text without element ids), ``use-slider`` (range and page step unknown).
+``text-editor`` (median 5 actions) has a module of its own, :mod:`dynaweb_env.experts.miniwob_editor`.
 """
 
 from __future__ import annotations
