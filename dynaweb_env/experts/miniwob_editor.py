@@ -15,8 +15,9 @@ works only when no key repeats in the plan, so the plan is the shortest selectio
 (:func:`selection_keys`), searched over a model of Chromium's caret moves (:func:`move_selection`; checked
 against Chromium on random key sequences). A repeated key (two ``Control+ArrowRight`` in a row) would be the
 same observation twice with two different next actions, which neither this expert nor a policy reading the same
-observations could follow. On generated texts the plan is as short as the shortest one with repeats for about
-96% of single words and one to three keys longer for the rest.
+observations could follow. Over the 1,048 words of 300 texts generated as the page does, the plan was as short
+as the shortest selection with repeats for 995 (95%), one to three keys longer for 48, and missing for 5 (0.5%:
+words beside a ``,.`` such as ``Nunc,. Ultrices.``), where the expert raises :class:`~.base.ExpertError`.
 """
 
 from __future__ import annotations
