@@ -14,7 +14,8 @@ would. This measures it on held-out real pages, with the shipped world model and
    solvable. (A harmless click is *good*; a click that ends the task in failure, or breaks it, is *bad*.)
 4. **Score.** :class:`~dynaweb_env.envs.lookahead.Lookahead` at depth 1, as the planner scores: the world model
    dreams each candidate's next page (one call per page), the judge scores each dream (its probability of
-   SUCCESS from log-probs, one call per page).
+   SUCCESS from log-probs, one call per page). With ``--depth d`` the scripted expert goes on acting in each dream
+   for ``d - 1`` more steps: the score the planner could reach with a policy that knows the task behind it.
 
 Reported, overall and per task: ``top1_good`` (on pages with both good and bad candidates, how often the
 best-scored candidate is good: what planning needs), ``pairwise`` (over every good/bad pair of a page, how often the
@@ -98,12 +99,27 @@ def replay(env: Any, task_id: str, task_seed: int, candidate: str) -> dict[str, 
 
 def score_page(lookahead: Any, task_id: str, task_seed: int, observation: dict[str, str],
                candidates: Sequence[str], seed: int) -> list[dict[str, Any]]:  # fmt: skip
-    """Each candidate's dreamed outcome from the page: one world-model call and one judge call."""
+    """Each candidate's dreamed outcome from the page: one world-model call per depth and one judge call.
+
+    Past the first step, the scripted expert acts on each dreamed page (a continuation that knows the task: what
+    the score could do with a good policy behind it); a dreamed page the expert cannot read ends with ``stop``.
+    """
     from dynaweb_env.envs.lookahead import start_from_observation
+    from dynaweb_env.experts import ExpertError, get_expert
 
     start = start_from_observation(observation, task_id, task_seed=task_seed)
     episodes = lookahead.begin([start] * len(candidates))
     first = lookahead.step(episodes, list(candidates), seed)
+    for _ in range(1, lookahead.depth):
+        if all(episode.done for episode in episodes):
+            break
+        actions = []
+        for episode in episodes:
+            try:
+                actions.append("stop [N/A]" if episode.done else get_expert(task_id).act(episode.observation())[1])
+            except ExpertError:
+                actions.append("stop [N/A]")
+        lookahead.step(episodes, actions, seed)
     return [outcome.to_dict() for outcome in lookahead.score(episodes, first, seed)]
 
 
@@ -180,7 +196,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     done += [line.record for line in iter_jsonl_lines(partial)] if partial.is_file() else []
     rows = {(row["task_id"], row["task_seed"]): row for row in done}
     started = time.perf_counter()
-    lookahead = Lookahead(world_model=args.world_model, judge=args.judge, depth=1).load()
+    lookahead = Lookahead(world_model=args.world_model, judge=args.judge, depth=args.depth).load()
     env = gym.make("RealWeb-v0", max_steps=args.max_steps)
     try:
         for task_id in tasks:
@@ -213,7 +229,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "world_model": args.world_model or "shipped default", "judge": args.judge or "shipped default",
         "tasks": tasks, "task_seeds": seeds, "candidates_asked": args.candidates,
         "label": "real reward after the candidate, then the scripted expert to the end (1: the task stayed solvable)",
-        "score": "Lookahead depth 1: the judge's probability of SUCCESS of the candidate's dreamed next page",
+        "score": f"Lookahead depth {args.depth}: the judge's probability of SUCCESS of the candidate's dream"
+        + (" (the expert acting in the dream after the candidate)" if args.depth > 1 else ""),
+        "depth": args.depth,
         "overall": summarize(ordered),
         "per_task": {task: summarize(task_rows) for task, task_rows in sorted(by_task.items())},
         "wall_seconds_this_invocation": round(time.perf_counter() - started, 1),
@@ -234,14 +252,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seeds-per-task", type=int, default=2, help="Held-out task seeds per task.")
     parser.add_argument("--first-seed", type=int, default=100, help="Held-out seeds are taken from this one on.")
     parser.add_argument("--candidates", type=int, default=4, help="Candidates per page (the planner's K).")
+    parser.add_argument("--depth", type=int, default=1, help="Dream steps (candidate, then expert).")
     parser.add_argument("--max-steps", type=int, default=10, help="Step limit of a replay (long tasks: their own).")
     parser.add_argument("--world-model", default=None, help="World model spec (default: DreamWeb-v0's).")
     parser.add_argument("--judge", default=None, help="Judge spec (default: DreamWeb-v0's).")
     parser.add_argument("--seed", type=int, default=0, help="Seeds the model calls.")
     parser.add_argument("--output", default=str(RESULTS / "planning_ranking.json"), help="Where the JSON goes.")
     args = parser.parse_args(argv)
-    if args.candidates < 2 or args.seeds_per_task < 1:
-        parser.error("--candidates must be at least 2 and --seeds-per-task at least 1")
+    if args.candidates < 2 or args.seeds_per_task < 1 or args.depth < 1:
+        parser.error("--candidates must be at least 2, --seeds-per-task and --depth at least 1")
     args.argv = argv
     report = run(args)
     overall = report["overall"]

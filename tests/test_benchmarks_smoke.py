@@ -371,6 +371,11 @@ def test_planning_ranking_scores_and_replays_candidates(tmp_path):
     assert page["candidates"][0]["expert"] and page["candidates"][0]["real_reward"] == 1.0  # the expert's click
     assert len({c["action"] for c in page["candidates"]}) == len(page["candidates"]) >= 2
     assert report["overall"]["pages"] == 1 and not (tmp_path / "r.partial.jsonl").exists()
+    # Deeper: the expert goes on acting in each dream (tiny-random's pages do not end, so dreams take both steps).
+    deeper_argv = [*argv, "--judge", TINY, "--depth", "2", "--output", str(tmp_path / "d.json")]
+    assert run_main("planning_ranking", deeper_argv) == 0
+    deeper = json.loads((tmp_path / "d.json").read_text())
+    assert deeper["depth"] == 2 and any(c["dream"]["steps"] == 2 for c in deeper["pages"][0]["candidates"])
 
 
 def test_results_index_is_current():
