@@ -72,3 +72,26 @@ def test_tiny_real_build_splits_resumes_and_verifies(tmp_path, require_browser):
         handle.write((out / "test/expert.jsonl").read_text().splitlines()[0] + "\n")
     assert any("test/expert.jsonl: sha256" in problem for problem in verify(out))
     assert main(["--verify", str(out)]) == 1
+
+
+def test_the_shipped_all_tasks_dataset_matches_its_manifest_and_covers_every_expert_task():
+    """``dynaweb_env/data/miniwob-all``: each xz file decompresses to the checksum and counts of the manifest, every
+    task with a scripted expert is in it, and the experts' episodes all succeed."""
+    import hashlib
+    import lzma
+
+    from dynaweb_env.data.shipped import ALL_TASKS_DATA_DIR
+    from dynaweb_env.data.tasks import LONG_TASKS
+
+    manifest = json.loads((ALL_TASKS_DATA_DIR / MANIFEST_FILE).read_text())
+    for name, recorded in manifest["files"].items():
+        raw = lzma.decompress((ALL_TASKS_DATA_DIR / f"{name}.xz").read_bytes())
+        assert hashlib.sha256(raw).hexdigest() == recorded["sha256"], name
+        trajectories = read_trajectories(ALL_TASKS_DATA_DIR / f"{name}.xz", on_error="raise")
+        assert len(trajectories) == recorded["records"] and {t.metadata["split"] for t in trajectories} == {
+            name.split("/")[0]
+        }
+    assert set(manifest["per_task"]) == set(manifest["tasks"]) == set(expert_tasks())
+    for task, counts in manifest["per_task"].items():
+        assert counts["expert"]["successes"] == counts["expert"]["episodes"] == 10, task
+    assert all(manifest["per_task"][task]["expert"]["max_actions"] >= 5 for task in LONG_TASKS)

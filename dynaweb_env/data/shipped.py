@@ -28,6 +28,11 @@ WORLD_MODEL_TRAJECTORIES = (EXPERT_TRAJECTORIES, EXPLORATION_TRAJECTORIES)
 #: the uncompressed files). Train on a split with ``dynaweb-train-wm --dataset_path <this>/train``.
 LARGE_DATA_DIR = Path(str(files("dynaweb_env.data") / "miniwob-large"))
 
+#: ``dynaweb-build-data`` over every task with a scripted expert (53, the long ones included), task seeds 0-9, recorded
+#: with RealWeb-v0's current observation (clickable generic elements kept): ``<split>/*.jsonl.xz`` and ``MANIFEST.json``
+#: (checksums of the uncompressed files, and actions per episode of each task). Not yet trained on.
+ALL_TASKS_DATA_DIR = Path(str(files("dynaweb_env.data") / "miniwob-all"))
+
 #: The judge's data on dreamed pages as shipped (``dynaweb-dream-judge-data``): ``train/`` (final pages dreamed from
 #: the large train split, and replayed policy dreams) and ``test/``, with ``MANIFEST.json`` (commands, checksums).
 DREAMED_JUDGE_DATA_DIR = Path(str(files("dynaweb_env.data") / "judge-dreamed"))
@@ -56,6 +61,7 @@ def split_of(task_seed: int, *, validation: bool = False) -> str:
 
 
 __all__ = [
+    "ALL_TASKS_DATA_DIR",
     "BUILTIN_DIR",
     "DREAMED_JUDGE_DATA_DIR",
     "EXPERT_TRAJECTORIES",
