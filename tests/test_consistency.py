@@ -135,6 +135,19 @@ def test_typed_text_rules_spare_what_a_real_page_does():
     assert typed_text_left_out(LOGIN, "not an action", emptied) == []
 
 
+def test_a_select_sets_its_list_and_enter_ends_a_textarea_line():
+    # choose-list: a <select> shows the chosen option as its name and value (real transitions of miniwob-all).
+    before = "RootWebArea 'Choose List Task'\n\t[13] combobox 'Madelene' value='Madelene'\n\t[15] button 'Submit'"
+    after = before.replace("'Madelene' value='Madelene'", "'Teddy' value='Teddy'")
+    assert page_inconsistencies(before, "select [13] [Teddy]", after) == []
+    assert typed_text_left_out(before, "select [13] [Teddy]", after) == []
+    assert [item.kind for item in page_inconsistencies(before, "click [15]", after)] == ["renamed"]
+    # email-inbox reply: `type ... [1]` into a textarea ends with the newline Enter typed.
+    reply = "RootWebArea 'Email Inbox Task'\n\t[89] textbox '' value='Dear'"
+    assert typed_text_left_out(reply, "type [89] [thanks] [1]", reply.replace("'Dear'", "'thanks\\n'")) == []
+    assert typed_text_left_out(reply, "type [89] [thanks] [1]", reply.replace("'Dear'", "'thank'")) != []
+
+
 def test_no_shipped_real_transition_breaks_page_consistency_or_leaves_typed_text_out():
     """The rules' premise, on every real same-URL transition the package ships (24 tasks, experts and
     ε-exploration): a real page never renames a control or fills a field no action typed into, and always
