@@ -444,6 +444,7 @@ def test_cache_layer_internals_the_growing_cache_uses_exist():
 
 # ---------------------------------------------------------------------------------------------------- warnings
 
+
 def _trigger_library_warnings(output_dir: Path) -> None:
     """What gives each silenced warning, with the real libraries: TRL's configs and a model's old property name."""
     import torch

@@ -96,9 +96,7 @@ def test_make_vec_builds_the_native_vector_env(start_file):
 def test_spaces_and_observations_match_gymnasiums_own_vectorization(start_file):
     backend = ScriptedBackend()
     native = DreamWebVectorEnv(num_envs=3, world_model=backend, judge="world_model", start_states=start_file)
-    sync = SyncVectorEnv(
-        [lambda: DreamWebEnv(world_model=backend, judge="world_model", start_states=start_file)] * 3
-    )
+    sync = SyncVectorEnv([lambda: DreamWebEnv(world_model=backend, judge="world_model", start_states=start_file)] * 3)
     # AsyncVectorEnv builds its spaces exactly like SyncVectorEnv: batch_space of the single spaces.
     assert native.observation_space == sync.observation_space == batch_space(web_observation_space(), 3)
     assert native.action_space == sync.action_space == batch_space(web_action_space(), 3)

@@ -73,11 +73,11 @@ def hostile_pages(root: Path, port: int) -> str:
     loopback = f"http://127.0.0.1:{port}"
     hostile = f"""
 <iframe src="file:///etc/passwd"></iframe>
-<iframe src="{(outside / 'secret.html').as_uri()}"></iframe>
+<iframe src="{(outside / "secret.html").as_uri()}"></iframe>
 <iframe src="../../outside/secret.html"></iframe>
 <iframe src="{loopback}/iframe"></iframe>
 <img src="{loopback}/img">
-<script src="{(outside / 'secret.js').as_uri()}"></script>
+<script src="{(outside / "secret.js").as_uri()}"></script>
 <script>
 fetch("{loopback}/fetch").catch(() => 0);
 try {{ const x = new XMLHttpRequest(); x.open("GET", "{loopback}/xhr"); x.send(); }} catch (e) {{}}
