@@ -145,13 +145,13 @@ def planner_success(rows: Sequence[dict[str, Any]], margin: float) -> float:
     policy's own answer (each in turn): the best-scored one if it scores more than ``margin`` above the own
     answer, else the own answer (:meth:`~dynaweb_trainer.planning.PlanningPolicy` with ``tie_margin=margin``).
     ``margin=inf`` is no planning: the mean success of the candidates."""
+    from dynaweb_trainer.planning import pick
+
     picks = []
     for row in rows:
         scores = [c["score"] for c in row["candidates"]]
         good = [float(c["real_reward"] > 0) for c in row["candidates"]]
-        for own in range(len(scores)):
-            best = max(range(len(scores)), key=lambda i: (scores[i], i == own))
-            picks.append(good[best] if best != own and scores[best] > scores[own] + margin else good[own])
+        picks += [good[pick(scores, own, margin)] for own in range(len(scores))]
     return round(statistics.fmean(picks), 3) if picks else 0.0
 
 

@@ -44,6 +44,13 @@ from .encoding import EncodedEpisode, EpisodeEncoder
 from .policy import Policy, PolicyTurn
 
 
+def pick(scores: Sequence[float], own: int, tie_margin: float) -> int:
+    """The candidate planning runs: the best-scored one if it scores more than ``tie_margin`` above the policy's own
+    answer (index ``own``), else the own answer (ties at the top also go to it)."""
+    best = max(range(len(scores)), key=lambda i: (scores[i], i == own))
+    return best if best != own and scores[best] > scores[own] + tie_margin else own
+
+
 @dataclass
 class PlanningStats:
     """What planning cost, summed over real steps (see :meth:`to_dict` for the per-step figures)."""
@@ -239,15 +246,14 @@ class PlanningPolicy:
     def _choose(self, turn: PolicyTurn, candidates: list[_Candidate]) -> _Candidate:
         """The best-scoring candidate; the policy's own answer when none scores above it, or when it is alone."""
         scores = [score(candidate.outcome) for candidate in candidates]
-        best = max(range(len(candidates)), key=lambda i: (scores[i], i == 0))
+        best = pick(scores, own=0, tie_margin=self.tie_margin)
         if len(candidates) == 1:
             self.stats.single_candidate += 1
             reason = "single candidate"
-        elif best != 0 and scores[best] > scores[0] + self.tie_margin:
+        elif best != 0:
             self.stats.chose_other += 1
             reason = "best imagined future"
         else:
-            best = 0
             tied = max(scores) - min(scores) <= self.tie_margin
             self.stats.all_tied += tied
             reason = "all tied: the policy's own answer" if tied else "the policy's own answer scored best"
@@ -288,4 +294,4 @@ def score(outcome: ImaginedOutcome | None) -> float:
     return -1.0 if outcome.verdict is None else float(outcome.verdict)
 
 
-__all__ = ["PlanningPolicy", "PlanningStats", "score"]
+__all__ = ["PlanningPolicy", "PlanningStats", "pick", "score"]

@@ -182,7 +182,8 @@ def typed_text_left_out(before: str, action: str, after: str) -> list[Inconsiste
     except ActionParseError:
         return []
     # A `select` sets its target list (no text to check); a `type` sets its target field's text.
-    target, text = (parsed.element_id, parsed.arg("text")) if parsed.name == "type" else (_selected(action), "")
+    target = parsed.element_id if parsed.name in ("type", "select") else None
+    text = parsed.arg("text") if parsed.name == "type" else ""
     previous = nodes_by_bid(parse_axtree(before))[0]
     found = []
     for node in parse_axtree(after):
