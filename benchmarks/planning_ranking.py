@@ -22,7 +22,10 @@ best-scored candidate is good: what planning needs), ``pairwise`` (over every go
 good one scores higher; ties count half), ``expert_first`` (how often the expert's action scores strictly highest),
 ``tied`` (pages whose candidates all score the same: planning falls back to the policy), the candidates per page,
 and ``planner_success_by_tie_margin`` (:func:`planner_success`: what the planner's pick would achieve for each tie
-margin, against no planning).
+margin, against no planning). ``by_progress_weight`` recomputes the ranking measures and the planner's success
+(default tie margin) from the same dreams for each progress weight of :func:`dynaweb_trainer.planning.score`
+(``0``: the judge's probability alone; ``w``: an unfinished dream scores at least ``w`` times its objective
+progress), side by side; ``--progress-weight`` picks the one behind each candidate's ``score``.
 
 Resumable: each page's row goes to ``<output>.partial.jsonl`` as it is done; rerunning skips those pages, and the
 pages of a finished ``<output>`` (rerunning it only recomputes the summaries).
@@ -157,6 +160,31 @@ def planner_success(rows: Sequence[dict[str, Any]], margin: float) -> float:
 
 #: Tie margins compared by :func:`planner_success` (``inf``: no planning).
 MARGINS = (1e-6, 0.01, 0.05, 0.1, 0.2, 0.3, 0.5, float("inf"))
+#: Progress weights compared side by side (:func:`dynaweb_trainer.planning.score`).
+PROGRESS_WEIGHTS = (0.0, 0.25, 0.5, 0.75)
+
+
+def candidate_score(dream: dict[str, Any], progress_weight: float) -> float:
+    """A candidate's planning score from its recorded dream (``0`` where no score could be had)."""
+    from dynaweb_env.envs.lookahead import ImaginedOutcome
+    from dynaweb_trainer.planning import score
+
+    return max(score(ImaginedOutcome(**dream), progress_weight), 0.0)
+
+
+def by_progress_weight(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The ranking measures and the planner's success (tie margin 1e-6) for each of :data:`PROGRESS_WEIGHTS`."""
+    report = {}
+    for weight in PROGRESS_WEIGHTS:
+        rescored = [{**row, "candidates": [{**c, "score": candidate_score(c["dream"], weight)}
+                                           for c in row["candidates"]]} for row in rows]  # fmt: skip
+        metrics = [page_metrics(row) for row in rescored]
+        means = {}
+        for key in ("top1_good", "pairwise", "expert_first"):
+            values = [float(m[key]) for m in metrics if m[key] is not None]
+            means[key] = round(statistics.fmean(values), 3) if values else None
+        report[str(weight)] = {**means, "planner_success": planner_success(rescored, MARGINS[0])}
+    return report
 
 
 def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -178,6 +206,7 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "good_candidates": sum(c["real_reward"] > 0 for row in rows for c in row["candidates"]),
         "bad_candidates": sum(c["real_reward"] <= 0 for row in rows for c in row["candidates"]),
         "planner_success_by_tie_margin": {str(margin): planner_success(rows, margin) for margin in MARGINS},
+        "by_progress_weight": by_progress_weight(rows),
     }
 
 
@@ -208,10 +237,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 outcomes = score_page(lookahead, task_id, task_seed, observation, candidates, args.seed)
                 row = {"task_id": task_id, "task_seed": task_seed, "candidates": []}
                 for index, (candidate, outcome) in enumerate(zip(candidates, outcomes, strict=True)):
-                    score = outcome["success_probability"]
-                    score = outcome["verdict"] if score is None else score
                     row["candidates"].append({
-                        "action": candidate, "expert": index == 0, "score": float(score or 0.0),
+                        "action": candidate, "expert": index == 0,
+                        "score": candidate_score(outcome, args.progress_weight),
                         "dream": outcome, **replay(env, task_id, task_seed, candidate),
                     })  # fmt: skip
                 rows[(task_id, task_seed)] = row
@@ -220,6 +248,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 print(f"{task_id} seed {task_seed}: {shown}", flush=True)
     finally:
         env.close()
+    for row in rows.values():  # rows resumed from another --progress-weight are scored by this one
+        for candidate in row["candidates"]:
+            candidate["score"] = candidate_score(candidate["dream"], args.progress_weight)
     ordered = [rows[key] for key in sorted(rows)]
     by_task: dict[str, list[dict[str, Any]]] = {}
     for row in ordered:
@@ -230,8 +261,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "tasks": tasks, "task_seeds": seeds, "candidates_asked": args.candidates,
         "label": "real reward after the candidate, then the scripted expert to the end (1: the task stayed solvable)",
         "score": f"Lookahead depth {args.depth}: the judge's probability of SUCCESS of the candidate's dream"
-        + (" (the expert acting in the dream after the candidate)" if args.depth > 1 else ""),
+        + (" (the expert acting in the dream after the candidate)" if args.depth > 1 else "")
+        + (f"; an unfinished dream at least {args.progress_weight} x its objective progress"
+           if args.progress_weight else ""),
         "depth": args.depth,
+        "progress_weight": args.progress_weight,
         "overall": summarize(ordered),
         "per_task": {task: summarize(task_rows) for task, task_rows in sorted(by_task.items())},
         "wall_seconds_this_invocation": round(time.perf_counter() - started, 1),
@@ -256,11 +290,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-steps", type=int, default=10, help="Step limit of a replay (long tasks: their own).")
     parser.add_argument("--world-model", default=None, help="World model spec (default: DreamWeb-v0's).")
     parser.add_argument("--judge", default=None, help="Judge spec (default: DreamWeb-v0's).")
+    parser.add_argument(
+        "--progress-weight",
+        type=float,
+        default=0.0,
+        help="Score floor of an unfinished dream per unit of objective progress (default 0: off).",
+    )
     parser.add_argument("--seed", type=int, default=0, help="Seeds the model calls.")
     parser.add_argument("--output", default=str(RESULTS / "planning_ranking.json"), help="Where the JSON goes.")
     args = parser.parse_args(argv)
     if args.candidates < 2 or args.seeds_per_task < 1 or args.depth < 1:
         parser.error("--candidates must be at least 2, --seeds-per-task and --depth at least 1")
+    if not 0 <= args.progress_weight < 1:
+        parser.error("--progress-weight must be in [0, 1)")
     args.argv = argv
     report = run(args)
     overall = report["overall"]

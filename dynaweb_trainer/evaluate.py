@@ -102,6 +102,9 @@ class EvalConfig:
             World model that dreams the candidates (default: DreamWeb-v0's, the shipped one).
         plan_judge (`str`, *optional*):
             Judge that scores the dreams (default: DreamWeb-v0's, the shipped trained judge).
+        plan_progress_weight (`float`, *optional*, defaults to `0.0`):
+            A dream that has not ended scores at least this times its objective progress
+            ([`~dynaweb_trainer.planning.score`]); `0`: the judge's probability alone.
     """
 
     policy: str = field(default="smollm2-135m", metadata={"help": "expert, model name, checkpoint/adapter dir, spec."})
@@ -135,6 +138,9 @@ class EvalConfig:
     plan_temperature: float = field(default=1.0, metadata={"help": "Sampling temperature of extra candidates."})
     plan_world_model: str | None = field(default=None, metadata={"help": "World model of planning (default: shipped)."})
     plan_judge: str | None = field(default=None, metadata={"help": "Judge of planning (default: the trained one)."})
+    plan_progress_weight: float = field(
+        default=0.0, metadata={"help": "Score floor of an unfinished dream per unit of objective progress (0: off)."}
+    )
 
     def __post_init__(self) -> None:
         if isinstance(self.tasks, str):
@@ -155,6 +161,8 @@ class EvalConfig:
             raise ValueError(f"plan must be 0 (no planning) or a number of candidates >= 2, got {self.plan}")
         if self.plan_depth < 1:
             raise ValueError(f"plan_depth must be >= 1, got {self.plan_depth}")
+        if not 0 <= self.plan_progress_weight < 1:
+            raise ValueError(f"plan_progress_weight must be in [0, 1), got {self.plan_progress_weight}")
         if self.plan and not self.plan_temperature > 0:
             raise ValueError(f"plan_temperature must be > 0 (greedy samples repeat), got {self.plan_temperature}")
 
@@ -389,7 +397,10 @@ def make_planner(config: EvalConfig, policy: Any, encoder: Any) -> Any:
 
     # Loaded before any page opens: MiniWoB++'s episode clock would run while the models load.
     lookahead = Lookahead(config.plan_world_model, config.plan_judge, depth=config.plan_depth).load()
-    return PlanningPolicy(policy, encoder, lookahead, config.plan, proposal_temperature=config.plan_temperature)
+    return PlanningPolicy(
+        policy, encoder, lookahead, config.plan, proposal_temperature=config.plan_temperature,
+        progress_weight=config.plan_progress_weight,
+    )  # fmt: skip
 
 
 def step_cost(stats: Any, planner: Any = None) -> dict[str, Any]:

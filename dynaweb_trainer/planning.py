@@ -106,9 +106,12 @@ class PlanningPolicy:
         proposal_temperature: Sampling temperature of the ``K - 1`` extra candidates (``> 0``).
         proposal_top_p: Their nucleus mass.
         tie_margin: A candidate replaces the policy's own answer only if it scores more than this above it.
+        progress_weight: What a dream that has not ended earns for its objective progress (:func:`score`); ``0``:
+            the judge's probability alone.
 
     Raises:
-        ValueError: If ``num_candidates < 2`` or ``proposal_temperature <= 0``.
+        ValueError: If ``num_candidates < 2``, ``proposal_temperature <= 0`` or ``progress_weight`` is outside
+            ``[0, 1)``.
     """
 
     def __init__(
@@ -120,12 +123,18 @@ class PlanningPolicy:
         proposal_temperature: float = 1.0,
         proposal_top_p: float = 1.0,
         tie_margin: float = 1e-6,
+        progress_weight: float = 0.0,
     ):
         if isinstance(num_candidates, bool) or not isinstance(num_candidates, int) or num_candidates < 2:
             raise ValueError(f"num_candidates must be an integer >= 2 (1 is no planning), got {num_candidates!r}")
         if not proposal_temperature > 0:
             raise ValueError(f"proposal_temperature must be > 0 (greedy samples repeat), got {proposal_temperature}")
+        if not 0 <= progress_weight < 1:
+            raise ValueError(
+                f"progress_weight must be in [0, 1) (an ended success must outrank it), got {progress_weight}"
+            )
         self.policy, self.encoder, self.lookahead = policy, encoder, lookahead
+        self.progress_weight = progress_weight
         self.num_candidates, self.tie_margin = num_candidates, tie_margin
         self.proposal = SamplingParams(temperature=proposal_temperature, top_p=proposal_top_p)
         self.model_name = f"plan(K={num_candidates},d={lookahead.depth}):{getattr(policy, 'model_name', 'policy')}"
@@ -245,7 +254,7 @@ class PlanningPolicy:
 
     def _choose(self, turn: PolicyTurn, candidates: list[_Candidate]) -> _Candidate:
         """The best-scoring candidate; the policy's own answer when none scores above it, or when it is alone."""
-        scores = [score(candidate.outcome) for candidate in candidates]
+        scores = [score(candidate.outcome, self.progress_weight) for candidate in candidates]
         best = pick(scores, own=0, tie_margin=self.tie_margin)
         if len(candidates) == 1:
             self.stats.single_candidate += 1
@@ -285,13 +294,23 @@ class PlanningPolicy:
         return mine
 
 
-def score(outcome: ImaginedOutcome | None) -> float:
-    """A candidate's score: the judge's probability of SUCCESS, else its 0/1 verdict, else ``-1`` (no score)."""
+def score(outcome: ImaginedOutcome | None, progress_weight: float = 0.0) -> float:
+    """A candidate's score: the judge's probability of SUCCESS, else its 0/1 verdict, else ``-1`` (no score).
+
+    With ``progress_weight`` ``w > 0``, a dream that has not ended (it reached the planning depth) scores at least
+    ``w`` times its objective progress (:attr:`~dynaweb_env.envs.lookahead.ImaginedOutcome.progress`). The judge
+    reads an unfinished form as a failure, so without it every right first step of a multi-step task scores near
+    0, and a stray action whose dream ends can outrank it (``benchmarks/planning_ranking.py``, docs/planning.md).
+    """
     if outcome is None:
         return -1.0
     if outcome.success_probability is not None:
-        return float(outcome.success_probability)
-    return -1.0 if outcome.verdict is None else float(outcome.verdict)
+        value = float(outcome.success_probability)
+    else:
+        value = -1.0 if outcome.verdict is None else float(outcome.verdict)
+    if progress_weight > 0 and value >= 0 and not outcome.ended and outcome.progress is not None:
+        value = max(value, progress_weight * outcome.progress)
+    return value
 
 
 __all__ = ["PlanningPolicy", "PlanningStats", "pick", "score"]

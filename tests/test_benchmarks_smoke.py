@@ -371,6 +371,11 @@ def test_planning_ranking_scores_and_replays_candidates(tmp_path):
     assert page["candidates"][0]["expert"] and page["candidates"][0]["real_reward"] == 1.0  # the expert's click
     assert len({c["action"] for c in page["candidates"]}) == len(page["candidates"]) >= 2
     assert report["overall"]["pages"] == 1 and not (tmp_path / "r.partial.jsonl").exists()
+    assert set(report["overall"]["by_progress_weight"]) == {"0.0", "0.25", "0.5", "0.75"}
+    # Rescored from the same dreams (resumed from the finished file) with a progress weight.
+    rescored_argv = [*argv, "--judge", TINY, "--progress-weight", "0.5", "--output", str(tmp_path / "r.json")]
+    assert run_main("planning_ranking", rescored_argv) == 0
+    assert json.loads((tmp_path / "r.json").read_text())["progress_weight"] == 0.5
     # Deeper: the expert goes on acting in each dream (tiny-random's pages do not end, so dreams take both steps).
     deeper_argv = [*argv, "--judge", TINY, "--depth", "2", "--output", str(tmp_path / "d.json")]
     assert run_main("planning_ranking", deeper_argv) == 0

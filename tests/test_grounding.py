@@ -11,7 +11,10 @@ from dynaweb_env.world_model.grounding import (
     MAX_OBJECTIVE_ELEMENTS,
     named_in_objective,
     objective_elements,
+    objective_progress,
+    objective_requirements,
     step_grounding,
+    unmet_objective,
 )
 from dynaweb_env.world_model.judge import (
     COMPACT_JUDGE_SYSTEM_PROMPT,
@@ -131,3 +134,18 @@ def test_on_real_pages_the_expert_clicks_only_what_the_objective_names_and_near_
     assert notes[(0.0, True)] >= 50  # failures: a click on an element the objective does not name
     assert notes[(1.0, True)] == 0
     assert notes[(0.0, False)] <= 1  # one click-button failure clicked the right name twice (not a near miss)
+
+
+def test_objective_progress_is_the_share_of_explicit_requirements_met():
+    # PAGE: nBT checked, z5I unchecked, "cheree" held by the text field; cp is checked but not named.
+    requirements = objective_requirements(GOAL, ["click [18]"], ["[18] checkbox 'nBT'"], PAGE)
+    assert [met for _, met in requirements] == [True, True, False]  # the quoted text, then nBT, then z5I
+    assert unmet_objective(GOAL, ["click [18]"], ["[18] checkbox 'nBT'"], PAGE) == [
+        requirement for requirement, met in requirements if not met
+    ]
+    assert objective_progress(GOAL, ["click [18]"], ["[18] checkbox 'nBT'"], PAGE) == pytest.approx(2 / 3)
+    empty = PAGE.replace("value='cheree'", "value=''").replace("checked='true'", "checked='false'")
+    assert objective_progress(GOAL, [], [], empty) == 0.0
+    typed = objective_progress(GOAL, ["type [27] [cheree] [0]"], ["[27] textbox ''"], empty)
+    assert typed == pytest.approx(1 / 3)  # typing the quoted text is progress before any box is ticked
+    assert objective_progress("Click on Tab #3.", ["click [30]"], ["[30] button 'Submit'"], PAGE) is None

@@ -177,8 +177,35 @@ def _layers(env):
 def test_eval_config_takes_the_planning_flags():
     from dynaweb_trainer.evaluate import EvalConfig, parse_config
 
-    config = parse_config(["--plan", "4", "--plan-depth", "2", "--plan-temperature", "0.8"])
-    assert (config.plan, config.plan_depth, config.plan_temperature) == (4, 2, 0.8)
-    for bad in ({"plan": 1}, {"plan": -2}, {"plan": 2, "plan_depth": 0}, {"plan": 2, "plan_temperature": 0.0}):
+    config = parse_config(
+        ["--plan", "4", "--plan-depth", "2", "--plan-temperature", "0.8", "--plan-progress-weight", "0.5"]
+    )
+    assert (config.plan, config.plan_depth, config.plan_temperature, config.plan_progress_weight) == (4, 2, 0.8, 0.5)
+    bads = ({"plan": 1}, {"plan": -2}, {"plan": 2, "plan_depth": 0}, {"plan": 2, "plan_temperature": 0.0},
+            {"plan": 2, "plan_progress_weight": 1.0})  # fmt: skip
+    for bad in bads:
         with pytest.raises(ValueError, match="plan"):
             EvalConfig(**bad)
+
+
+def test_progress_lifts_only_an_unfinished_dream_and_never_above_an_ended_success():
+    from dynaweb_env.envs.lookahead import ImaginedOutcome
+    from dynaweb_trainer.planning import pick, score
+
+    def outcome(probability, ended, progress):
+        return ImaginedOutcome(probability, float(probability > 0.5), ended, "stop" if ended else "", False, "", "u",
+                               1, progress)  # fmt: skip
+
+    typed_username = outcome(0.002, False, 0.5)  # the right first step of a login: not ended, judged unfinished
+    stray_submit = outcome(0.3, True, 0.0)  # a stray action whose dream ended
+    assert score(typed_username) < score(stray_submit)  # the judge alone prefers the stray action
+    assert score(typed_username, 0.75) == pytest.approx(0.375)
+    assert score(typed_username, 0.75) > score(stray_submit, 0.75)
+    assert score(outcome(0.1, True, 1.0), 0.75) == pytest.approx(0.1)  # an ended dream is the judge's alone
+    assert score(outcome(0.2, False, None), 0.75) == pytest.approx(0.2)  # no stated requirements: no floor
+    assert score(outcome(0.99, True, 1.0), 0.75) > score(outcome(0.0, False, 1.0), 0.75)
+    assert pick([score(typed_username, 0.75), score(stray_submit, 0.75)], own=1, tie_margin=1e-6) == 0
+    with pytest.raises(ValueError, match="progress_weight"):
+        from dynaweb_trainer.planning import PlanningPolicy
+
+        PlanningPolicy(None, None, None, 2, progress_weight=1.0)

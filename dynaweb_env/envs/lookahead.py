@@ -10,6 +10,8 @@ Every dream of a batch advances with one world-model call per step (:meth:`Looka
 scored with one judge call (:meth:`Lookahead.score`); :attr:`Lookahead.cost` counts both calls' tokens and seconds.
 The score is the judge's probability of SUCCESS read from its log-probs
 (:func:`~dynaweb_env.world_model.judge.success_probability`), so two dreams with the same verdict still rank.
+Each judged dream also carries its objective progress (:attr:`ImaginedOutcome.progress`), which a planner may
+weigh for a dream that has not ended (:func:`dynaweb_trainer.planning.score`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 from ..actions import read_action
 from ..data.start_states import StartState
 from ..llm.base import Conversation, Generation, GenerationError, SamplingParams
+from ..world_model.grounding import objective_progress
 from .dream_episode import DreamEpisode, _navigation_refusal
 
 #: End reasons of a dream that a guard cut, or that left the task: reward 0 without a judge call.
@@ -92,6 +95,9 @@ class ImaginedOutcome:
         error: Why the first action was refused in the dream, a backend or judge failure, or ``""``.
         final_url: The dream's last URL.
         steps: Dream steps taken.
+        progress: The share of the objective's explicit requirements the dream met by its last page
+            (:func:`~dynaweb_env.world_model.grounding.objective_progress`: quoted texts typed, named boxes checked);
+            ``None`` when the objective states none there, or the dream was not judged.
     """
 
     success_probability: float | None
@@ -102,6 +108,7 @@ class ImaginedOutcome:
     error: str
     final_url: str
     steps: int
+    progress: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -238,7 +245,11 @@ class Lookahead:
             if end_reason in UNJUDGED_ENDS or not episode.steps:
                 outcome.success_probability, outcome.verdict = 0.0, 0.0
                 continue
-            requests.append(self.dynamics.judge_request(episode))
+            request = self.dynamics.judge_request(episode)
+            targets = [step.target for step in request.steps]
+            actions = [step.action for step in request.steps]
+            outcome.progress = objective_progress(request.goal, actions, targets, request.final_axtree)
+            requests.append(request)
             asked.append(index)
         if requests:
             try:

@@ -114,8 +114,10 @@ TEXT_FIELD_ROLES = frozenset({"textbox", "searchbox", "combobox", "spinbutton"})
 CHECKABLE_ROLES = frozenset({"checkbox", "radio"})
 
 
-def unmet_objective(objective: str, actions: Sequence[str], targets: Sequence[str], final_axtree: str) -> list[str]:
-    """What the trajectory left undone of the objective's explicit requirements (see the module docstring).
+def objective_requirements(
+    objective: str, actions: Sequence[str], targets: Sequence[str], final_axtree: str
+) -> list[tuple[str, bool]]:
+    """The objective's explicit requirements (see the module docstring), each with whether the trajectory met it.
 
     Args:
         objective: The task's goal.
@@ -124,7 +126,8 @@ def unmet_objective(objective: str, actions: Sequence[str], targets: Sequence[st
         final_axtree: The final page.
 
     Returns:
-        One line per unmet requirement (``[]``: none found; that is no proof of success).
+        ``(requirement, met)`` pairs, the requirement worded as it reads when unmet; ``[]`` when the objective
+        makes none explicit on this page.
     """
     nodes = parse_axtree(final_axtree)
     acted = [node for node in map(parse_axtree_line, [t for t in targets if t]) if node is not None]
@@ -137,21 +140,49 @@ def unmet_objective(objective: str, actions: Sequence[str], targets: Sequence[st
             continue
         if parsed.name == "type" and len(parsed.args) > 1:
             typed.append(_normalise(parsed.args[1]))
-    unmet = []
+    requirements = []
     if any(node.role in TEXT_FIELD_ROLES for node in [*nodes, *acted]):
         held = typed + [_normalise(node.value or "") for node in nodes if node.role in TEXT_FIELD_ROLES]
         picked = [_normalise(node.name) for node in acted]  # a picked entry ("El Salvador" for "starts with El S")
         for quoted in re.findall(r'"([^"]+)"', objective):
             text = _normalise(quoted)
-            if not text or text in names or any(text in value for value in held):
+            if not text or text in names:
                 continue
-            if len(text) < MIN_NAME_CHARS or not any(text in name for name in picked):  # "b" is in "submit"
-                unmet.append(f"the objective's text {quoted!r} is typed nowhere")
+            met = any(text in value for value in held) or (
+                len(text) >= MIN_NAME_CHARS and any(text in name for name in picked)  # "b" is in "submit"
+            )
+            requirements.append((f"the objective's text {quoted!r} is typed nowhere", met))
     for node in nodes:
-        checkable = node.bid is not None and node.role in CHECKABLE_ROLES and named_in_objective(node.name, objective)
-        if checkable and str(node.attributes.get("checked", "")).lower() != "true":
-            unmet.append(f"{node.role} {node.name!r}, which the objective names, is not checked")
-    return unmet
+        if node.bid is not None and node.role in CHECKABLE_ROLES and named_in_objective(node.name, objective):
+            checked = str(node.attributes.get("checked", "")).lower() == "true"
+            requirements.append((f"{node.role} {node.name!r}, which the objective names, is not checked", checked))
+    return requirements
+
+
+def unmet_objective(objective: str, actions: Sequence[str], targets: Sequence[str], final_axtree: str) -> list[str]:
+    """What the trajectory left undone of the objective's explicit requirements (see the module docstring).
+
+    Args:
+        objective: The task's goal.
+        actions: Every action of the trajectory, in order.
+        targets: The tree line each acted on (``""`` for none), as :attr:`JudgeStep.target` holds it.
+        final_axtree: The final page.
+
+    Returns:
+        One line per unmet requirement (``[]``: none found; that is no proof of success).
+    """
+    requirements = objective_requirements(objective, actions, targets, final_axtree)
+    return [requirement for requirement, met in requirements if not met]
+
+
+def objective_progress(
+    objective: str, actions: Sequence[str], targets: Sequence[str], final_axtree: str
+) -> float | None:
+    """The share of the objective's explicit requirements the trajectory met (:func:`objective_requirements`),
+    ``None`` when the objective makes none explicit on this page. A progress signal for a trajectory that has not
+    ended: typing the quoted username is progress on a login form before any Submit."""
+    requirements = objective_requirements(objective, actions, targets, final_axtree)
+    return sum(met for _, met in requirements) / len(requirements) if requirements else None
 
 
 def format_objective_elements(axtree: str, objective: str) -> str:
@@ -165,6 +196,8 @@ __all__ = [
     "format_objective_elements",
     "named_in_objective",
     "objective_elements",
+    "objective_progress",
+    "objective_requirements",
     "step_grounding",
     "unmet_objective",
 ]
