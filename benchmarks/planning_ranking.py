@@ -293,14 +293,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--progress-weight",
         type=float,
-        default=0.0,
-        help="Score floor of an unfinished dream per unit of objective progress (default 0: off).",
+        default=None,
+        help="Score floor of an unfinished dream per unit of objective progress (default: the planner's, 0.5; 0: off).",
     )
     parser.add_argument("--seed", type=int, default=0, help="Seeds the model calls.")
     parser.add_argument("--output", default=str(RESULTS / "planning_ranking.json"), help="Where the JSON goes.")
     args = parser.parse_args(argv)
     if args.candidates < 2 or args.seeds_per_task < 1 or args.depth < 1:
         parser.error("--candidates must be at least 2, --seeds-per-task and --depth at least 1")
+    if args.progress_weight is None:
+        from dynaweb_trainer.planning import DEFAULT_PROGRESS_WEIGHT
+
+        args.progress_weight = DEFAULT_PROGRESS_WEIGHT
     if not 0 <= args.progress_weight < 1:
         parser.error("--progress-weight must be in [0, 1)")
     args.argv = argv

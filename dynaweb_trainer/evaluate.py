@@ -102,9 +102,10 @@ class EvalConfig:
             World model that dreams the candidates (default: DreamWeb-v0's, the shipped one).
         plan_judge (`str`, *optional*):
             Judge that scores the dreams (default: DreamWeb-v0's, the shipped trained judge).
-        plan_progress_weight (`float`, *optional*, defaults to `0.0`):
+        plan_progress_weight (`float`, *optional*, defaults to `0.5`):
             A dream that has not ended scores at least this times its objective progress
-            ([`~dynaweb_trainer.planning.score`]); `0`: the judge's probability alone.
+            ([`~dynaweb_trainer.planning.score`]); `0`: the judge's probability alone. The default is the measured
+            best ([`~dynaweb_trainer.planning.DEFAULT_PROGRESS_WEIGHT`]).
     """
 
     policy: str = field(default="smollm2-135m", metadata={"help": "expert, model name, checkpoint/adapter dir, spec."})
@@ -139,7 +140,7 @@ class EvalConfig:
     plan_world_model: str | None = field(default=None, metadata={"help": "World model of planning (default: shipped)."})
     plan_judge: str | None = field(default=None, metadata={"help": "Judge of planning (default: the trained one)."})
     plan_progress_weight: float = field(
-        default=0.0, metadata={"help": "Score floor of an unfinished dream per unit of objective progress (0: off)."}
+        default=0.5, metadata={"help": "Score floor of an unfinished dream per unit of objective progress (0: off)."}
     )
 
     def __post_init__(self) -> None:

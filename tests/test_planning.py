@@ -176,6 +176,9 @@ def _layers(env):
 
 def test_eval_config_takes_the_planning_flags():
     from dynaweb_trainer.evaluate import EvalConfig, parse_config
+    from dynaweb_trainer.planning import DEFAULT_PROGRESS_WEIGHT
+
+    assert EvalConfig().plan_progress_weight == DEFAULT_PROGRESS_WEIGHT  # the measured default, defined once
 
     config = parse_config(
         ["--plan", "4", "--plan-depth", "2", "--plan-temperature", "0.8", "--plan-progress-weight", "0.5"]
