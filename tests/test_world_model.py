@@ -316,7 +316,7 @@ def test_world_model_and_judge_on_smollm2_with_short_generation():
     print(f"smollm2: one world-model request x 16 tokens in {elapsed:.1f}s; output: {predictions[0].raw!r}")
 
 
-@pytest.mark.parametrize("judge_name", ["smollm2-135m-judge", "smollm2-135m-judge-dagger"])
+@pytest.mark.parametrize("judge_name", ["smollm2-135m-judge", "smollm2-135m-judge-dagger", "smollm2-135m-judge-all"])
 def test_shipped_judge_tells_held_out_successes_from_their_cuts(judge_name):
     """Each shipped trained judge on real held-out MiniWoB++ trajectories it never saw.
 
