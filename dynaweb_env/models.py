@@ -31,12 +31,9 @@ onto their embedded base model, see :func:`adapter_base`):
   pages and real outcomes (:data:`~dynaweb_env.data.shipped.DREAMED_JUDGE_DATA_DIR`); prompted in the ``grounded``
   style recorded beside it. The default judge everywhere (:data:`DEFAULT_JUDGE`: ``DreamWeb-v0``, ``dynaweb-train``,
   ``dynaweb-dream``, ``dynaweb-serve``, the integrations, the paper's-claims benchmark).
-- ``smollm2-135m-judge-all``: ``smollm2-135m-judge-dagger`` trained further (grounded prompts) on the real
-  outcomes of the all-tasks data's train split (53 tasks, the long ones among them,
-  :data:`~dynaweb_env.data.shipped.ALL_TASKS_DATA_DIR`) and on the DAgger dreams. On that data's held-out seeds it
-  judges 0.88 of 794 cases right (0.78 for the DAgger judge), 0.89 on the long tasks; on
-  ``benchmarks/default_rewards.py`` it pays more wrong actions, so it is not the default (docs/world-model.md,
-  "Default rewards, held out"). ``judge="smollm2-135m-judge-all"`` for long tasks.
+- ``smollm2-135m-judge-all``: the DAgger judge trained further on the all-tasks data (53 tasks,
+  :data:`~dynaweb_env.data.shipped.ALL_TASKS_DATA_DIR`); better on held-out pages of new and long tasks, but it pays
+  more wrong actions, so it is not the default (docs/world-model.md, "A judge for all tasks").
 
 Preparing is idempotent and atomic: a model is written to a temporary directory and renamed into
 place only when complete, so an interrupted conversion never leaves a broken cache entry.

@@ -160,17 +160,8 @@ def objective_requirements(
 
 
 def unmet_objective(objective: str, actions: Sequence[str], targets: Sequence[str], final_axtree: str) -> list[str]:
-    """What the trajectory left undone of the objective's explicit requirements (see the module docstring).
-
-    Args:
-        objective: The task's goal.
-        actions: Every action of the trajectory, in order.
-        targets: The tree line each acted on (``""`` for none), as :attr:`JudgeStep.target` holds it.
-        final_axtree: The final page.
-
-    Returns:
-        One line per unmet requirement (``[]``: none found; that is no proof of success).
-    """
+    """One line per explicit requirement the trajectory left undone (``[]``: none found; that is no proof of
+    success). Arguments as :func:`objective_requirements`."""
     requirements = objective_requirements(objective, actions, targets, final_axtree)
     return [requirement for requirement, met in requirements if not met]
 
@@ -180,7 +171,8 @@ def objective_progress(
 ) -> float | None:
     """The share of the objective's explicit requirements the trajectory met (:func:`objective_requirements`),
     ``None`` when the objective makes none explicit on this page. A progress signal for a trajectory that has not
-    ended: typing the quoted username is progress on a login form before any Submit."""
+    ended: typing the quoted username is progress on a login form before any Submit. Arguments as
+    :func:`objective_requirements`."""
     requirements = objective_requirements(objective, actions, targets, final_axtree)
     return sum(met for _, met in requirements) / len(requirements) if requirements else None
 
