@@ -16,6 +16,7 @@ from typing import Any
 
 from trl import GRPOConfig
 
+from dynaweb_env.data.tasks import expand_tasks
 from dynaweb_env.models import DEFAULT_JUDGE
 
 from .sft_base import LoraSettings
@@ -153,7 +154,8 @@ class GSPOConfig(GRPOConfig, DreamEnvSettings, LoraSettings):
         num_envs (`int` or `None`, *optional*, defaults to `None`):
             Parallel episodes per vector env; `None` runs a whole generation batch at once.
         tasks (`list[str]` or `None`, *optional*, defaults to `None`):
-            Task ids to train on (e.g. `miniwob.click-button`); `None`: every task of the start states.
+            Task ids to train on (e.g. `miniwob.click-button`), or suite names that stand for their tasks (`"long"`);
+            `None`: every task of the start states.
         task_order (`str`, *optional*, defaults to `"shuffled"`):
             Order of the task queries: `"shuffled"` (TRL's seeded shuffle) or `"balanced"` (every task once before
             any task again, [`~dynaweb_trainer.task_queries.balanced_order`]; sets `shuffle_dataset=False`).
@@ -294,7 +296,7 @@ class GSPOConfig(GRPOConfig, DreamEnvSettings, LoraSettings):
         default=None, metadata={"help": "Parallel episodes per vector env (default: the whole generation batch)."}
     )
     tasks: list[str] | None = field(
-        default=None, metadata={"help": "Task ids to train on (default: every task of the start states)."}
+        default=None, metadata={"help": "Task ids or suites to train on (default: every task of the start states)."}
     )
     task_order: str = field(
         default="shuffled",
@@ -362,8 +364,8 @@ class GSPOConfig(GRPOConfig, DreamEnvSettings, LoraSettings):
     )
 
     def __post_init__(self):
-        if isinstance(self.tasks, str):
-            self.tasks = [self.tasks]
+        if self.tasks is not None:
+            self.tasks = expand_tasks(self.tasks)
         if self.environment not in ENVIRONMENTS:
             raise ValueError(f"environment must be one of {ENVIRONMENTS}, got {self.environment!r}")
         if self.task_order not in TASK_ORDERS:

@@ -42,6 +42,7 @@ from dynaweb_env.data.tasks import (  # noqa: F401 - MULTISTEP_TASKS, TASK_SUITE
     DEFAULT_TASKS,
     MULTISTEP_TASKS,
     TASK_SUITES,
+    expand_tasks,
     parse_seeds,
 )
 from dynaweb_env.llm.base import SamplingParams
@@ -58,7 +59,8 @@ class EvalConfig:
             What to evaluate: `"expert"`, an embedded model name, an SFT/RL output or checkpoint directory, a LoRA
             adapter directory, or a backend spec such as `"openai:<model>@http://host:8000/v1"`.
         tasks (`list[str]`, *optional*):
-            BrowserGym task ids. Defaults to the MiniWoB++ tasks with scripted experts ([`DEFAULT_TASKS`]).
+            BrowserGym task ids, or suite names that stand for their tasks (`"long"`; [`expand_tasks`]). Defaults
+            to the MiniWoB++ tasks with scripted experts ([`DEFAULT_TASKS`]).
         seeds (`str`, *optional*, defaults to `"100-109"`):
             Task seeds, e.g. `"100-149"` or `"1,5,9"`; every task runs with every seed. The shipped expert
             demonstrations use low seeds, so the default range is held out from SFT data.
@@ -110,7 +112,8 @@ class EvalConfig:
 
     policy: str = field(default="smollm2-135m", metadata={"help": "expert, model name, checkpoint/adapter dir, spec."})
     tasks: list[str] = field(
-        default_factory=lambda: list(DEFAULT_TASKS), metadata={"help": "BrowserGym task ids to evaluate on."}
+        default_factory=lambda: list(DEFAULT_TASKS),
+        metadata={"help": "BrowserGym task ids or suites (small, multistep, long)."},
     )
     seeds: str = field(default="100-109", metadata={"help": "Task seeds, e.g. 100-149 or 1,5,9."})
     num_envs: int = field(default=4, metadata={"help": "Browsers in parallel."})
@@ -144,11 +147,7 @@ class EvalConfig:
     )
 
     def __post_init__(self) -> None:
-        if isinstance(self.tasks, str):
-            self.tasks = [self.tasks]
-        self.tasks = [task for item in self.tasks for task in str(item).replace(",", " ").split()]
-        if not self.tasks:
-            raise ValueError("tasks must name at least one task")
+        self.tasks = expand_tasks(self.tasks)
         parse_seeds(self.seeds)  # fail early on a bad specification
         for name in ("num_envs", "max_steps", "max_new_tokens", "max_batch_size"):
             if getattr(self, name) < 1:

@@ -27,9 +27,14 @@ scores. ``strict_f1`` scores what the model itself predicted: an output that is 
 only read by falling back to the current page, counts 0. Compare world models on ``strict_f1``, and against
 ``copy`` on either.
 
+Each measure is also reported per task (``summary["per_task"]``): strict F1 at every depth, terminal accuracy and
+the judge's recalls of one task, so that a long task is not hidden by the short ones' means.
+
 Command line::
 
     dynaweb-eval-wm --world-models copy tiny-random --limit 2 --max-depth 2 --max-new-tokens 16
+    dynaweb-eval-wm --world-models smollm2-135m-wm-patch --data dynaweb_env/data/miniwob-all/test --tasks long \
+        --max-depth 5                                       # the long tasks, drift up to 5 steps
     dynaweb-eval-wm --world-models smollm2-135m runs/wm-smollm2 --output-modes tree patch --limit 4
     dynaweb-eval-wm --world-models smollm2-135m smollm2-135m-wm --judge-only
 
@@ -50,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from dynaweb_env.data.schema import Trajectory
+from dynaweb_env.data.tasks import expand_tasks
 from dynaweb_env.llm.base import SamplingParams
 from dynaweb_env.models import world_model_output_mode
 from dynaweb_env.world_model.consistency import write_typed_text_in
@@ -145,6 +151,7 @@ def evaluate_one_step(
         real = trajectory.steps[index + 1]
         record = {
             "trajectory": trajectory.id,
+            "task": trajectory.task_id,
             "index": index,
             "valid": is_clean(prediction),
             **tree_scores(prediction.axtree, real.axtree),
@@ -181,7 +188,7 @@ def evaluate_drift(
         for trajectory, prediction in zip(alive, predictions, strict=True):
             states[trajectory.id] = (prediction.url, prediction.axtree)
             scores = tree_scores(prediction.axtree, trajectory.steps[index + 1].axtree)
-            by_depth[depth].append({"valid": is_clean(prediction), **scores})
+            by_depth[depth].append({"task": trajectory.task_id, "valid": is_clean(prediction), **scores})
     return by_depth
 
 
@@ -195,17 +202,22 @@ def evaluate_judge(
 ):
     sampling = SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens)
     judge = TrajectoryJudge(backend, sampling, prompt_style=prompt_style)
-    cases = judge_cases(trajectories, early_final=early_final)
+    tasks, cases = [], []
+    for trajectory in trajectories:
+        own = judge_cases([trajectory], early_final=early_final)
+        tasks += [trajectory.task_id] * len(own)
+        cases += own
     verdicts = judge.judge([request for request, _, _ in cases], seed=seed)
     return [
         {
             "trajectory": name,
+            "task": task,
             "reward": reward,
             "verdict": verdict.reward,
             "correct": verdict.reward == (reward >= 0.5),
             "error": verdict.error,
         }
-        for (_, reward, name), verdict in zip(cases, verdicts, strict=True)
+        for (_, reward, name), task, verdict in zip(cases, tasks, verdicts, strict=True)
     ]
 
 
@@ -260,7 +272,12 @@ def per_task_sample(trajectories: Sequence[Trajectory], max_per_task: int) -> li
 
 
 def evaluate_world_models(args: WorldModelEvalConfig, command: str) -> dict[str, Any]:
-    trajectories = per_task_sample(load_trajectories(args.data, args.split), args.max_per_task)[: args.limit or None]
+    trajectories = load_trajectories(args.data, args.split)
+    if args.tasks:
+        trajectories = [t for t in trajectories if t.task_id in args.tasks]
+    trajectories = per_task_sample(trajectories, args.max_per_task)[: args.limit or None]
+    if not trajectories:
+        raise ValueError(f"no trajectory of the tasks {args.tasks} in split {args.split!r} of {args.data}")
     shard, shards = parse_shard(args.shard)
     trajectories = trajectories[shard::shards]
     results: dict[str, dict[str, Any]] = {}
@@ -312,6 +329,7 @@ def evaluate_world_models(args: WorldModelEvalConfig, command: str) -> dict[str,
         "split": args.split,
         "trajectories": len(trajectories),
         "tasks": len({t.task_id for t in trajectories}),
+        "task_filter": args.tasks,
         "settings": {k: getattr(args, k) for k in (*_SETTINGS, "seed")},
         "table": format_table(results),
         "results": results,
@@ -335,6 +353,9 @@ class WorldModelEvalConfig:
             Trajectory JSONL files (default: the shipped expert and exploration data).
         split (`str` or `None`, *optional*, defaults to `"test"`):
             ``metadata["split"]`` to keep (``all``: every trajectory).
+        tasks (`list[str]` or `None`, *optional*):
+            Keep only these tasks: ids, or suite names that stand for their tasks (``long``;
+            :func:`~dynaweb_env.data.tasks.expand_tasks`). ``None``: every task of the data.
         limit, max_per_task, max_depth, max_new_tokens, temperature, batch_size, max_axtree_chars, judge,
         judge_max_new_tokens, judge_only, judge_early_final, keep_typed_text, invalid_retries, shard, seed,
         output: see each flag's help.
@@ -350,6 +371,9 @@ class WorldModelEvalConfig:
     )
     data: list[str] | None = field(default=None, metadata={"help": "Trajectory JSONL files (default: shipped)."})
     split: str | None = field(default="test", metadata={"help": "metadata['split'] to keep ('all': every one)."})
+    tasks: list[str] | None = field(
+        default=None, metadata={"help": "Keep only these tasks: task ids or suites (small, multistep, long)."}
+    )
     limit: int = field(default=0, metadata={"help": "Use the first N trajectories (0: all)."})
     max_per_task: int = field(
         default=0, metadata={"help": "Use the first N trajectories of each task and collecting policy (0: all)."}
@@ -394,6 +418,8 @@ class WorldModelEvalConfig:
         if self.judge_only and not self.judge:
             raise ValueError("--judge-only with --no-judge measures nothing")
         parse_shard(self.shard)
+        if self.tasks is not None:
+            self.tasks = expand_tasks(self.tasks)
         if self.split is not None and self.split.lower() in ("all", "none", ""):
             self.split = None
         counts = ("limit", "max_per_task", "max_depth", "max_new_tokens", "batch_size", "max_axtree_chars")

@@ -41,7 +41,15 @@ def _mean(values: Sequence[float]) -> float | None:
     return round(sum(values) / len(values), 4) if values else None
 
 
-def summarise(records: list[dict], drift: dict[int, list[dict]], judged: list[dict] | None) -> dict[str, Any]:
+def summarise(
+    records: list[dict], drift: dict[int, list[dict]], judged: list[dict] | None, per_task: bool = True
+) -> dict[str, Any]:
+    """Means over transitions, strict F1 at each dream depth and the judge's accuracy and recalls.
+
+    With ``per_task`` and records that name their task (``"task"``), ``summary["per_task"]`` holds the same
+    summary for each task, so that a task the means hide (a long one among short ones) shows.
+    """
+
     def column(key: str) -> list[float]:
         return [strict_f1(r) if key == "strict_f1" else float(r[key]) for r in records]
 
@@ -83,6 +91,17 @@ def summarise(records: list[dict], drift: dict[int, list[dict]], judged: list[di
         if early:  # the near misses a judge trained on successes and their cuts alone pays for
             summary["judge_early_final_recall"] = _mean(early)
         summary["judge_unreadable"] = sum(r["error"] is not None for r in judged)
+    tasks = sorted({r["task"] for rows in (records, *drift.values(), judged or []) for r in rows if "task" in r})
+    if per_task and tasks:
+        summary["per_task"] = {
+            task: summarise(
+                [r for r in records if r.get("task") == task],
+                {d: kept for d, rows in drift.items() if (kept := [r for r in rows if r.get("task") == task])},
+                None if judged is None else [r for r in judged if r.get("task") == task],
+                per_task=False,
+            )
+            for task in tasks
+        }
     return summary
 
 

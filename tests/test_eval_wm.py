@@ -120,6 +120,27 @@ def test_side_by_side_run_writes_json_table_and_plot(tmp_path, capsys):
     assert "copy" in capsys.readouterr().out and report["table"] == saved["table"]
 
 
+def test_tasks_filter_keeps_a_suite_and_reports_each_task(tmp_path):
+    from dynaweb_env.data.shipped import ALL_TASKS_DATA_DIR
+    from dynaweb_env.data.tasks import LONG_TASKS
+
+    data = str(ALL_TASKS_DATA_DIR / "test")
+    argv = ["--world-models", "copy", "--data", data, "--tasks", "long", "--max-per-task", "1", "--max-depth", "5"]
+    report = main([*argv, "--output", str(tmp_path / "long.json")])
+    summary = report["results"]["copy"]["summary"]
+    assert report["task_filter"] == list(LONG_TASKS) and set(summary["per_task"]) == set(LONG_TASKS)
+    book = summary["per_task"]["miniwob.book-flight"]
+    rows = [r for r in report["results"]["copy"]["transitions"] if r["task"] == "miniwob.book-flight"]
+    assert book["transitions"] == len(rows) and book["strict_f1"] == pytest.approx(
+        sum(r["f1"] for r in rows) / len(rows), abs=1e-4
+    )
+    # Long episodes reach depth 5, and each task's drift counts add up to the whole's.
+    assert summary["drift"]["5"]["n"] == sum(t["drift"].get("5", {}).get("n", 0) for t in summary["per_task"].values())
+    assert "per_task" not in book
+    with pytest.raises(ValueError, match="no trajectory"):
+        main(["--world-models", "copy", "--data", data, "--tasks", "miniwob.no-such-task", "--output", str(tmp_path)])
+
+
 def test_judge_only_measures_just_the_judge(tmp_path):
     output = tmp_path / "judge.json"
     argv = ["--world-models", "tiny-random", "--judge-only", "--limit", "1", "--judge-max-new-tokens", "4"]

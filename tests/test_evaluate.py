@@ -12,6 +12,7 @@ from dynaweb_env.llm.base import Generation, SamplingParams
 from dynaweb_env.observation import make_observation
 from dynaweb_trainer.encoding import EpisodeEncoder
 from dynaweb_trainer.evaluate import (
+    TASK_SUITES,
     EvalConfig,
     evaluate_policy,
     format_table,
@@ -50,6 +51,19 @@ def test_parse_seeds():
     for bad in ("", "a-b", "9-3", "-1", ["3", "3-4"]):  # a seed given twice is refused, as by dynaweb-build-data
         with pytest.raises(ValueError):
             parse_seeds(bad)
+
+
+def test_task_lists_expand_suite_names():
+    from dynaweb_env.data.tasks import LONG_TASKS, MULTISTEP_TASKS, expand_tasks
+
+    assert expand_tasks("long") == list(LONG_TASKS)
+    # Ids and suites mix; a task named twice (login-user is in both) is kept once, where it first appears.
+    mixed = expand_tasks(["miniwob.login-user,multistep", "miniwob.click-button"])
+    others = [task for task in MULTISTEP_TASKS if task != "miniwob.login-user"]
+    assert mixed == ["miniwob.login-user", *others, "miniwob.click-button"]
+    assert EvalConfig(tasks=["small"]).tasks == list(TASK_SUITES["small"])
+    with pytest.raises(ValueError, match="no task"):
+        expand_tasks(" , ")
 
 
 def test_config_cli_and_yaml(tmp_path):

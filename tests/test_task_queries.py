@@ -7,6 +7,7 @@ import json
 import pytest
 
 from dynaweb_env.data.start_states import load_start_states
+from dynaweb_env.data.tasks import TASK_SUITES
 from dynaweb_trainer.config import GSPOConfig
 from dynaweb_trainer.task_queries import (
     START_STATE_ID,
@@ -29,6 +30,8 @@ def test_dream_rows_carry_an_id_that_resolves_to_the_same_start_state():
         assert "axtree" not in prompt and list(query["options"]) == [START_STATE_ID]  # a row holds no tree
         assert index.resolve(query["options"]) == {"start_state": state.to_dict()}
     assert all(len(prompt) < 200 for prompt in prompts)
+    # A suite's name stands for its tasks, as in dynaweb-eval (dynaweb_env.data.tasks.expand_tasks).
+    assert GSPOConfig(output_dir="/tmp/unused", tasks="multistep").tasks == list(TASK_SUITES["multistep"])
 
 
 def test_repeated_trajectory_ids_get_distinct_ids_and_unknown_ids_are_refused():

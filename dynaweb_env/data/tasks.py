@@ -3,6 +3,7 @@
 * :data:`TASK_SUITES`: named sets of MiniWoB++ task ids (``small``: the tasks with scripted experts, the default
   of ``dynaweb eval``; ``multistep``: the five-task suite of 3-4 actions;
   ``long``: the tasks whose expert episodes take 5 actions or more).
+* :func:`expand_tasks`: the one grammar of task lists (ids and suite names, ``--tasks long``).
 * :func:`parse_seeds`: the one grammar of task-seed lists on every command line (``--seeds 0-99``).
 * :func:`step_limit`: the step limit of a task, raised above the default for long tasks (:data:`TASK_STEP_LIMITS`).
 
@@ -77,6 +78,31 @@ def step_limit(task_id: str | None, default: int) -> int:
     return max(default, TASK_STEP_LIMITS.get(task_id or "", default))
 
 
+def expand_tasks(items: str | Sequence[str]) -> list[str]:
+    """Task ids from a command line's task list, where a suite's name stands for its tasks.
+
+    Args:
+        items: Task ids and names of :data:`TASK_SUITES`, separated by commas or spaces, or a list of such strings.
+
+    Returns:
+        The task ids in the order given, each once.
+
+    Raises:
+        ValueError: When the list names no task.
+
+    Example:
+        >>> expand_tasks("miniwob.click-button,multistep")[:3]
+        ['miniwob.click-button', 'miniwob.login-user-popup', 'miniwob.use-autocomplete']
+    """
+    parts = [items] if isinstance(items, str) else list(items)
+    tasks: list[str] = []
+    for item in (word for part in parts for word in str(part).replace(",", " ").split()):
+        tasks += [task for task in TASK_SUITES.get(item, (item,)) if task not in tasks]
+    if not tasks:
+        raise ValueError(f"no task in {items!r}: name task ids or a suite ({', '.join(TASK_SUITES)})")
+    return tasks
+
+
 def _is_number(text: str) -> bool:
     return text.isascii() and text.isdigit()
 
@@ -120,5 +146,6 @@ def parse_seeds(text: str | int | Sequence[str | int]) -> list[int]:
 
 
 __all__ = [
-    "DEFAULT_TASKS", "LONG_TASKS", "MULTISTEP_TASKS", "TASK_STEP_LIMITS", "TASK_SUITES", "parse_seeds", "step_limit",
+    "DEFAULT_TASKS", "LONG_TASKS", "MULTISTEP_TASKS", "TASK_STEP_LIMITS", "TASK_SUITES", "expand_tasks", "parse_seeds",
+    "step_limit",
 ]  # fmt: skip
