@@ -203,6 +203,19 @@ def test_two_workers_run_split_calls_side_by_side_with_the_same_outputs(engine):
         make_backend("ct2:tiny-random", quantization="float32", workers=0, cache=False)
 
 
+def test_engine_threads_follow_the_affinity_and_omp_num_threads(monkeypatch):
+    from dynaweb_env.llm.ct2_backend import default_threads
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    cpus = default_threads()
+    assert cpus >= 1
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert default_threads() == 1 and make_backend("ct2:tiny-random", quantization="float32", cache=False).threads == 1
+    for ignored in ("0", "many", "", str(cpus + 8)):  # unset, unreadable or above the CPUs: the CPUs
+        monkeypatch.setenv("OMP_NUM_THREADS", ignored)
+        assert default_threads() == cpus
+
+
 def test_plan_groups_splits_far_apart_lengths():
     assert plan_groups([500, 502, 501], 64, 16) == [[0, 2, 1]]
     groups = plan_groups([100, 1500, 105, 1490], 64, 16)

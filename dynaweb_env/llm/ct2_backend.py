@@ -122,6 +122,15 @@ def plan_groups(
     return groups[::-1]
 
 
+def default_threads() -> int:
+    """The engine's CPU threads when none are given: the CPUs this process may use (``taskset``), at most
+    ``OMP_NUM_THREADS`` where set. More threads than idle cores stall at every barrier (docs/world-model.md)."""
+    affinity = getattr(os, "sched_getaffinity", None)  # Linux: the CPUs this process may use
+    count = len(affinity(0)) if affinity else os.cpu_count() or 1
+    limit = os.environ.get("OMP_NUM_THREADS", "").strip()
+    return max(1, min(count, int(limit))) if limit.isdigit() and int(limit) > 0 else count
+
+
 class CT2Backend:
     """A :class:`~dynaweb_env.llm.base.GenerationBackend` over a CTranslate2 ``Generator`` (CPU or CUDA).
 
@@ -162,7 +171,8 @@ class CT2Backend:
             directory's own, else ``float32`` (:data:`~dynaweb_env.llm.ct2_convert.DEFAULT_QUANTIZATION`:
             ``int8`` is faster but changes outputs).
         max_batch_size: Most sequences decoded together.
-        threads: CPU threads of the engine (default: the CPUs this process may use).
+        threads: CPU threads of the engine (default: :func:`default_threads`, the CPUs this process may use, at
+            most ``OMP_NUM_THREADS``).
         workers: Engine calls run side by side (CTranslate2 ``inter_threads``), each on ``threads // workers``
             threads. A greedy or unseeded call whose prompts split into several engine calls
             (:func:`plan_groups`) runs them in parallel; single-threaded workers also avoid the thread
@@ -194,8 +204,7 @@ class CT2Backend:
         self.workers = workers
         self.max_batch_size = max_batch_size
         self.device = device or "cpu"
-        affinity = getattr(os, "sched_getaffinity", None)  # Linux: the CPUs this process may use
-        self.threads = threads or (len(affinity(0)) if affinity else os.cpu_count() or 1)
+        self.threads = threads or default_threads()
         self.model_name = model_name or f"ct2:{os.fspath(model)}"
         reference = os.fspath(model)
         directory = Path(reference).expanduser()
@@ -492,4 +501,4 @@ class CT2Backend:
         return collect
 
 
-__all__ = ["CT2Backend", "plan_groups"]
+__all__ = ["CT2Backend", "default_threads", "plan_groups"]
