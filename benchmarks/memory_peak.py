@@ -4,6 +4,7 @@
     python -m benchmarks.memory_peak --targets make-demo dynaweb-sft  # some targets
     python -m benchmarks.memory_peak --presets cpu-small --repeats 1  # one preset, once
     python -m benchmarks.memory_peak --dry-run                        # print each command, run none
+    python -m benchmarks.memory_peak --targets dynaweb-sft --repeats 1 --label defaults --append  # one more run
     python -m benchmarks.memory_peak --activations 2000 1 true        # one policy update on 1 x 2000 tokens
 
 Each target is one command exactly as a user types it, on its **defaults** (full-length episodes, every
@@ -152,6 +153,25 @@ def measure_target(target: str, repeats: int, extra: Sequence[str], min_availabl
     }
 
 
+def merge_runs(earlier: dict | None, result: dict) -> dict:
+    """``result`` with the runs of ``earlier`` (the same target's figures from a past invocation) before its own,
+    where both ran the same command: ``--append`` gathers a target's runs over several sessions, since one run
+    of a training target takes up to an hour here. A changed command starts over."""
+    if not earlier or earlier.get("command") != result["command"] or "peak_tree_rss_gib_each" not in earlier:
+        return result
+    statuses = [earlier["status"], result["status"]]
+    each = [*earlier["peak_tree_rss_gib_each"], *result["peak_tree_rss_gib_each"]]
+    return {
+        **result,
+        "status": next((status for status in statuses if status != "ok"), "ok"),
+        "runs": earlier["runs"] + result["runs"],
+        "peak_tree_rss_gib": max(each),
+        "peak_tree_rss_gib_each": each,
+        "seconds_each": [*earlier["seconds_each"], *result["seconds_each"]],
+        "output_tail": result["output_tail"] if result["status"] != "ok" else earlier["output_tail"],
+    }
+
+
 def activations(tokens: int, sequences: int, checkpointing: bool) -> dict:
     """Peak RSS of one LoRA policy update (forward and backward through DynaWeb's head) in this process."""
     import torch
@@ -196,6 +216,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, default=RESULTS)
     parser.add_argument("--dry-run", action="store_true", help="print each target's command, run none")
     parser.add_argument(
+        "--append", action="store_true", help="add these runs to the label's earlier runs of the same command"
+    )
+    parser.add_argument(
         "--activations", nargs=3, metavar=("TOKENS", "SEQUENCES", "CHECKPOINTING"), default=None,
         help="instead: one policy update on SEQUENCES x TOKENS tokens, gradient checkpointing true/false",
     )  # fmt: skip
@@ -226,7 +249,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     figures = report["runs"].setdefault(args.label, {})
     for target in targets:
         result = measure_target(target, args.repeats, args.extra, args.min_available_gb, args.timeout)
-        figures[target.removeprefix("preset:")] = result
+        key = target.removeprefix("preset:")
+        figures[key] = result = merge_runs(figures.get(key), result) if args.append else result
         print(
             f"[{args.label}] {target}: peak tree RSS {result['peak_tree_rss_gib']} GiB over {result['runs']} runs, "
             f"{result['status']}",

@@ -252,6 +252,25 @@ def test_memory_peak_plans_every_preset_without_running_one(tmp_path, capsys):
     assert "cpu-small" in capsys.readouterr().out
 
 
+def test_memory_peak_append_gathers_runs_of_the_same_command():
+    from benchmarks.memory_peak import merge_runs
+
+    def figures(command, peaks, status="ok"):
+        return {"target": "dynaweb-sft", "command": command, "status": status, "runs": len(peaks),
+                "peak_tree_rss_gib": max(peaks), "peak_tree_rss_gib_each": peaks,
+                "seconds_each": [10.0] * len(peaks), "output_tail": status}  # fmt: skip
+
+    merged = merge_runs(
+        figures("dynaweb-sft --output_dir <tmp>", [3.1]), figures("dynaweb-sft --output_dir <tmp>", [2.9, 3.3])
+    )
+    assert merged["runs"] == 3 and merged["peak_tree_rss_gib_each"] == [3.1, 2.9, 3.3]
+    assert merged["peak_tree_rss_gib"] == 3.3 and merged["seconds_each"] == [10.0] * 3
+    # A failed run is the summary's status, whichever session it came from; a changed command starts over.
+    assert merge_runs(figures("a", [1.0], "killed"), figures("a", [2.0]))["status"] == "killed"
+    assert merge_runs(figures("a", [1.0]), figures("b", [2.0]))["runs"] == 1
+    assert merge_runs(None, figures("b", [2.0]))["runs"] == 1
+
+
 @pytest.mark.slow
 def test_memory_peak_measures_one_tiny_training_step(tmp_path):
     """One run of the ``cpu-small`` preset, one update with tiny models (~1.5 min)."""
