@@ -204,7 +204,7 @@ def test_two_workers_run_split_calls_side_by_side_with_the_same_outputs(engine):
 
 
 def test_engine_threads_follow_the_affinity_and_omp_num_threads(monkeypatch):
-    from dynaweb_env.llm.ct2_backend import default_threads
+    from dynaweb_env.llm.base import default_threads
 
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     cpus = default_threads()

@@ -9,6 +9,7 @@ over prompts one at a time.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -205,6 +206,15 @@ def request_seeds(seed: int | None, count: int) -> list[int | None]:
     return [None] * count if seed is None else sequence_seeds(seed, count, bits=31)
 
 
+def default_threads() -> int:
+    """A CPU engine's threads when none are given: the CPUs this process may use (``taskset``), at most
+    ``OMP_NUM_THREADS`` where set. More threads than idle cores stall at every barrier (docs/world-model.md)."""
+    affinity = getattr(os, "sched_getaffinity", None)  # Linux: the CPUs this process may use
+    count = len(affinity(0)) if affinity else os.cpu_count() or 1
+    limit = os.environ.get("OMP_NUM_THREADS", "").strip()
+    return max(1, min(count, int(limit))) if limit.isdigit() and int(limit) > 0 else count
+
+
 __all__ = [
     "Conversation",
     "SamplingParams",
@@ -214,6 +224,7 @@ __all__ = [
     "BackendUnavailableError",
     "BackendResponseError",
     "cut_at_repeated_line",
+    "default_threads",
     "request_seeds",
     "sequence_seeds",
     "validate_conversation",

@@ -30,6 +30,7 @@ from .base import (
     SamplingParams,
     chat_template_ids,
     checked_prompt_ids,
+    default_threads,
     request_seeds,
 )
 from .ct2_convert import (
@@ -120,15 +121,6 @@ def plan_groups(
         groups.append(order[cut[last] : last])
         last = cut[last]
     return groups[::-1]
-
-
-def default_threads() -> int:
-    """The engine's CPU threads when none are given: the CPUs this process may use (``taskset``), at most
-    ``OMP_NUM_THREADS`` where set. More threads than idle cores stall at every barrier (docs/world-model.md)."""
-    affinity = getattr(os, "sched_getaffinity", None)  # Linux: the CPUs this process may use
-    count = len(affinity(0)) if affinity else os.cpu_count() or 1
-    limit = os.environ.get("OMP_NUM_THREADS", "").strip()
-    return max(1, min(count, int(limit))) if limit.isdigit() and int(limit) > 0 else count
 
 
 class CT2Backend:
@@ -501,4 +493,4 @@ class CT2Backend:
         return collect
 
 
-__all__ = ["CT2Backend", "default_threads", "plan_groups"]
+__all__ = ["CT2Backend", "plan_groups"]
