@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -160,8 +161,26 @@ def exit_interrupted(prog: str, interrupt: KeyboardInterrupt, output_dir: str | 
     return INTERRUPTED_EXIT
 
 
+class TimeBudgetCallback(TrainerCallback):
+    """Stops training, with a checkpoint, after the first optimizer step that ends past ``seconds`` of training."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.started: float | None = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.started = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.started is not None and time.perf_counter() - self.started >= self.seconds:
+            control.should_save = True
+            control.should_training_stop = True
+        return control
+
+
 __all__ = [
     "INTERRUPTED_EXIT",
+    "TimeBudgetCallback",
     "AtomicTrainerState",
     "TrainingInterrupted",
     "checkpoint_on_interrupt",

@@ -186,6 +186,9 @@ def build_world_model_dataset(
     def add(row: dict[str, list[int]]) -> None:
         lengths.append(len(row["input_ids"]))
         if config.max_length is not None and len(row["input_ids"]) > config.max_length:
+            if config.overlong == "drop":
+                stats["dropped_overlong"] += 1
+                return
             row = {key: value[: config.max_length] for key, value in row.items()}
             if all(label == IGNORE_INDEX for label in row["labels"]):
                 stats["dropped_prompt_too_long"] += 1

@@ -51,7 +51,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from transformers import TrainerCallback
 from trl import TrlParser
 
 from dynaweb_env.compat.transformers import word_negated_flags
@@ -68,7 +67,7 @@ from dynaweb_env.world_model.judge import DEFAULT_JUDGE_MAX_AXTREE_CHARS
 from dynaweb_env.world_model.model import DEFAULT_MAX_AXTREE_CHARS, OUTPUT_MODES
 from dynaweb_env.world_model.prompts import PROMPT_STYLES, check_prompt_style, continues_prompt_style
 
-from .checkpoint_state import checkpoint_on_interrupt, exit_interrupted
+from .checkpoint_state import TimeBudgetCallback, checkpoint_on_interrupt, exit_interrupted
 from .model_loading import checkpoint_step
 from .sft_base import (
     IGNORE_INDEX,
@@ -97,6 +96,8 @@ LABEL_MISSING = ("diff", "skip")
 EXAMPLES = ("world_model", "judge", "both")
 #: Failure cases a real success yields for the judge: every shorter cut, or only the cut before its last action.
 JUDGE_PREFIXES = ("all", "last")
+#: An example over ``max_length`` tokens: cut to it, or left out.
+OVERLONG = ("cut", "drop")
 
 
 @dataclass
@@ -157,6 +158,9 @@ class WorldModelSFTConfig(TrajectorySFTConfig):
         max_axtree_chars (`int`, *optional*, defaults to `6000`):
             Character budget of the current tree in the prompt and of the next tree in the target (`0`: no
             limit). The default is the world model's own prompt budget.
+        overlong (`str`, *optional*, defaults to `"cut"`):
+            An example longer than `max_length` tokens: `"cut"` (its first `max_length` tokens; its target loses its
+            end, `[Episode ended]` included) or `"drop"` (left out, counted in the summary).
         use_peft (`bool`, *optional*, defaults to `True`):
             Train a LoRA adapter (peft) instead of all weights.
         lora_r (`int`, *optional*, defaults to `16`):
@@ -232,6 +236,10 @@ class WorldModelSFTConfig(TrajectorySFTConfig):
         metadata={"help": "Character budget of the current and next trees (0: no limit)."},
     )
 
+    overlong: str = field(
+        default="cut",
+        metadata={"help": "Examples over max_length tokens: 'cut' or 'drop'.", "choices": list(OVERLONG)},
+    )
     max_train_minutes: float = field(
         default=0.0,
         metadata={
@@ -256,6 +264,8 @@ class WorldModelSFTConfig(TrajectorySFTConfig):
         check_prompt_style(self.prompt_style)
         if self.examples not in EXAMPLES:
             raise ValueError(f"examples must be one of {EXAMPLES}, got {self.examples!r}")
+        if self.overlong not in OVERLONG:
+            raise ValueError(f"overlong must be one of {OVERLONG}, got {self.overlong!r}")
         if not self.max_train_minutes >= 0:
             raise ValueError(f"max_train_minutes must be >= 0, got {self.max_train_minutes}")
         if self.judge_prefixes not in JUDGE_PREFIXES:
@@ -271,23 +281,6 @@ class WorldModelSFTConfig(TrajectorySFTConfig):
 # ---------------------------------------------------------------------------------------------------
 # Training.
 # ---------------------------------------------------------------------------------------------------
-
-
-class TimeBudgetCallback(TrainerCallback):
-    """Stops training, with a checkpoint, after the first optimizer step that ends past ``seconds`` of training."""
-
-    def __init__(self, seconds: float):
-        self.seconds = seconds
-        self.started: float | None = None
-
-    def on_train_begin(self, args, state, control, **kwargs):
-        self.started = time.perf_counter()
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if self.started is not None and time.perf_counter() - self.started >= self.seconds:
-            control.should_save = True
-            control.should_training_stop = True
-        return control
 
 
 def trained_adapter_base(model_name_or_path: str) -> str | None:
@@ -404,6 +397,7 @@ def train_world_model(
         "judge_early_final": config.judge_early_final,
         "max_axtree_chars": config.max_axtree_chars,
         "max_length": config.max_length,
+        "overlong": config.overlong,
         "max_train_minutes": config.max_train_minutes,
         "data": data_stats,
         "trainable_parameters": sum(p.numel() for p in trainer.model.parameters() if p.requires_grad),
@@ -439,7 +433,7 @@ def format_summary(summary: dict[str, Any]) -> str:
             f"from {data['trajectories']} trajectories, "
             f"{data.get('loss_tokens', 0)} of {data.get('tokens', 0)} tokens in the loss ({summary['loss_on']}), "
             f"longest {data['max_example_tokens']}, {data.get('truncated', 0)} truncated, "
-            f"{data.get('dropped_prompt_too_long', 0)} dropped",
+            f"{data.get('dropped_prompt_too_long', 0) + data.get('dropped_overlong', 0)} dropped",
             f"  saved {kind} ({summary['trainable_parameters']:,} trainable parameters) and tokenizer to "
             f"{summary['output_dir']}",
         ]

@@ -123,6 +123,13 @@ def test_dataset_statistics_truncation_and_drops(tokenizer):
         tokenizer, trajectories, WorldModelSFTConfig(output_dir="/tmp/u", max_length=longest - 5)
     )
     assert cut.stats["truncated"] >= 1 and all(len(row["input_ids"]) <= longest - 5 for row in cut.rows)
+    # overlong="drop" leaves those examples out whole instead: no target loses its end.
+    drop = build_world_model_dataset(
+        tokenizer, trajectories, WorldModelSFTConfig(output_dir="/tmp/u", max_length=longest - 5, overlong="drop")
+    )
+    assert drop.stats["dropped_overlong"] == cut.stats["truncated"] and drop.stats.get("truncated", 0) == 0
+    assert len(drop.rows) == len(cut.rows) - cut.stats["truncated"]
+    assert all(len(row["input_ids"]) <= longest - 5 for row in drop.rows)
     with pytest.raises(ValueError, match="no usable world_model examples"):
         build_world_model_dataset(tokenizer, trajectories, WorldModelSFTConfig(output_dir="/tmp/u", max_length=50))
     skip = WorldModelSFTConfig(output_dir="/tmp/u", label_missing="skip")
@@ -213,6 +220,8 @@ def test_config_validation(tmp_path):
         WorldModelSFTConfig(output_dir=str(tmp_path), judge_prefixes="some")
     with pytest.raises(ValueError, match="examples"):
         WorldModelSFTConfig(output_dir=str(tmp_path), examples="verdicts")
+    with pytest.raises(ValueError, match="overlong"):
+        WorldModelSFTConfig(output_dir=str(tmp_path), overlong="shorten")
     with pytest.raises(ValueError, match="loss_on"):
         WorldModelSFTConfig(output_dir=str(tmp_path), loss_on="tree")
     with pytest.raises(ValueError, match="label_missing"):
