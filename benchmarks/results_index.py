@@ -52,7 +52,8 @@ EXPERIMENTS: dict[str, str] = {
     "heldout": "World-model fidelity on held-out seeds of the large dataset: the held-out sets, the shipped patch "
     "world model, continued training, redraws, a weighted fine-tune and an adapter average, fresh seeds.",
     "world_model_long": "World-model fidelity on the long tasks per task and dream depth (1-5), against copying the "
-    "page; the shipped patch world model and its retraining on the all-tasks data, also on the 24 tasks it learned.",
+    "page; the shipped patch world model and two retrainings on the all-tasks data (cut long examples kept, dropped), "
+    "also on the 24 tasks it learned.",
     "world_model_rank_cut": "The tree world model before and after its cut from LoRA rank 16 to 8.",
     "engine": "The CTranslate2 engine against `transformers`: throughput, fidelity, batching probes.",
     "throughput": "Environment and rollout throughput: real vs dream, batched vs one by one, thread batching.",
