@@ -123,6 +123,9 @@ def _run_help(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> int:
     program, *args = argv
     args = [*args, "--help"]
     out = io.StringIO()
+    # a script run as __main__ sets sys.path[0] to the repository root, as under `python script.py`: give it a copy,
+    # or this process loses tests/ from its path (and later tests their `benchmark_scripts` import)
+    monkeypatch.setattr(sys, "path", list(sys.path))
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
             if program == "python" and args[0] == "-m":
