@@ -16,8 +16,8 @@ dream time::
 Δ comes from ``Step.changes`` (labelled by :mod:`dynaweb_env.world_model.state_changes`: a teacher LLM or the
 structural diff); transitions not labelled yet get the structural diff on the fly
 (``label_missing="diff"``). Both trees are cut by :func:`~dynaweb_env.observation.truncate_axtree`
-to ``max_axtree_chars``; sequences longer than ``max_length`` tokens are cut (counted in the summary)
-and those whose prompt alone fills ``max_length`` are dropped. Training is TRL's
+to ``max_axtree_chars``; sequences longer than ``max_length`` tokens are cut (counted in the summary), or
+left out with ``overlong="drop"``, and those whose prompt alone fills ``max_length`` are dropped. Training is TRL's
 :class:`~trl.SFTTrainer` on the pre-tokenized examples (through the policy SFT's subclass that scores the
 LM head only on labelled positions on CPU), with a LoRA adapter (peft) by default.
 
