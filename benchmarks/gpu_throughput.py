@@ -21,8 +21,9 @@ Sections (``--sections``; on CUDA all three, on a CPU ``generation`` only):
   ``--repeats`` times; the median is reported. On a CPU with ``tiny-random`` (compute is nothing, overhead
   everything) this is the proxy of issue #54: the backend's per-step overhead against ``model.generate``'s.
 - ``dreams``: one step of 8 dreams in a vector env against the same 8 one by one (``env_throughput.bench_dream``).
-- ``train``: one default ``dynaweb-train --env dream --expert-frac 0.5`` update and one ``--preset gpu`` update,
-  each in a fresh process; ``train_seconds`` from its ``summary.json``.
+- ``train``: ``--train-steps`` default ``dynaweb-train --env dream --expert-frac 0.5`` updates and as many
+  ``--preset gpu`` updates, each run in a fresh process; ``update_seconds`` (each update, the first compiling on
+  CUDA) and ``train_seconds`` from its ``summary.json``.
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--contenders", default=None, help=f"comma-separated, of {CONTENDERS} (default: all)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--dream-tokens", type=int, default=384, help="world-model tokens per dream step")
+    parser.add_argument("--train-steps", type=int, default=2, help="updates per training run (the first compiles)")
     parser.add_argument("--dry-run", action="store_true", help="tiny-random, 2 prompts (1 single), 4 tokens, 1 repeat")
     parser.add_argument("--output", type=Path, default=None, help="JSON path (default: results/gpu/<device>.json)")
     args = parser.parse_args(argv)
@@ -92,15 +94,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error(f"unknown sections {sorted(unknown)}; choose from {SECTIONS}")
     if args.dry_run:
         args.model, args.batch, args.new_tokens, args.repeats, args.dream_tokens = TINY, 2, 4, 1, 8
-        args.single_prompts = 1
+        args.single_prompts, args.train_steps = 1, 1
     elif args.model is None and args.device.type == "cpu":
         args.model = TINY
     args.contenders = tuple(args.contenders.split(",")) if args.contenders else CONTENDERS
     if set(args.contenders) - set(CONTENDERS) or "plain_generate" not in args.contenders:
         parser.error(f"--contenders {','.join(args.contenders)}: choose from {CONTENDERS}, plain_generate included")
     args.single_prompts = args.batch if args.single_prompts is None else args.single_prompts
-    if min(args.batch, args.new_tokens, args.repeats, args.single_prompts) < 1:
-        parser.error("--batch, --new-tokens, --repeats and --single-prompts must be >= 1")
+    if min(args.batch, args.new_tokens, args.repeats, args.single_prompts, args.train_steps) < 1:
+        parser.error("--batch, --new-tokens, --repeats, --single-prompts and --train-steps must be >= 1")
     return args
 
 
@@ -231,11 +233,12 @@ def default_over_plain(chosen: dict | None, timings: dict) -> dict:
     }
 
 
-def bench_generation(args: argparse.Namespace) -> dict:
+def bench_generation(args: argparse.Namespace, save: Callable[[], None]) -> dict:
     conversations = role_conversations(args.batch, args.max_axtree_chars)
     default, compiled = decoding_plan(args.device)
     default_name = "backend_loop" if default == "loop" else "backend_generate" + ("_compiled" if compiled else "")
     results: dict = {"default": default_name, "roles": {}}
+    args.partial["generation"] = results
     for role, role_conversations_ in conversations.items():
         reference = args.model or ROLE_MODELS[role]
         backend = make_backend(f"transformers:{reference}", cache=False, device=str(args.device))
@@ -253,11 +256,12 @@ def bench_generation(args: argparse.Namespace) -> dict:
                 f"{name} {t['tokens_per_s']:7.1f} tok/s {t['ms_per_step'] or float('nan'):6.2f} ms/step"
                 for name, t in timings.items()), flush=True)  # fmt: skip
         results["roles"][role] = role_result
+        save()  # a role's timings are kept even if a later one does not finish
         del backend, runs
     return results
 
 
-def bench_dreams(args: argparse.Namespace) -> dict:
+def bench_dreams(args: argparse.Namespace, save: Callable[[], None]) -> dict:
     reference = args.model or DEFAULT_WORLD_MODEL
     backend = TimedBackend(make_backend(f"transformers:{reference}", cache=False, device=str(args.device)))
     states, actions = dream_start_states(8)
@@ -273,10 +277,11 @@ def bench_dreams(args: argparse.Namespace) -> dict:
     return results
 
 
-def train_update(extra: list[str], dry_run: bool) -> dict:
-    """One ``dynaweb-train`` update in a fresh process: wall seconds and its ``summary.json``."""
+def train_update(extra: list[str], steps: int, dry_run: bool) -> dict:
+    """``steps`` ``dynaweb-train`` updates in a fresh process: wall seconds and its ``summary.json``, with each
+    update's seconds (``update_seconds``; the first one pays for compilation on CUDA)."""
     with tempfile.TemporaryDirectory(prefix="gpu-throughput-") as directory:
-        argv = ["--env", "dream", "--expert-frac", "0.5", *extra, "--max-steps", "1", "--save-steps", "1000",
+        argv = ["--env", "dream", "--expert-frac", "0.5", *extra, "--max-steps", str(steps), "--save-steps", "1000",
                 "--report-to", "none", "--output-dir", directory, *(TINY_TRAIN if dry_run else [])]  # fmt: skip
         command = [sys.executable, "-c", "import sys; from dynaweb_trainer.cli import train_main; "
                    "sys.exit(train_main(sys.argv[1:]))", *argv]  # fmt: skip
@@ -286,16 +291,19 @@ def train_update(extra: list[str], dry_run: bool) -> dict:
         if done.returncode != 0:
             raise RuntimeError(f"dynaweb-train {' '.join(argv)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
         summary = json.loads((Path(directory) / "summary.json").read_text())
-    keep = ("global_step", "train_seconds", "policy_tokens_per_s", "dream_steps", "episodes", "success_rate_last")
+    keep = ("global_step", "train_seconds", "update_seconds", "policy_tokens_per_s", "dream_steps", "episodes", "success_rate_last")
     return {"argv": " ".join(argv).replace(directory, "<tmp>"), "wall_seconds": wall} | {
         k: summary.get(k) for k in keep
     }
 
 
-def bench_train(args: argparse.Namespace) -> dict:
-    results = {"default": train_update([], args.dry_run), "preset_gpu": train_update(["--preset", "gpu"], args.dry_run)}
-    for name, run in results.items():
-        print(f"dynaweb-train {name}: one update {run['train_seconds']:.1f} s ({run['wall_seconds']:.1f} s wall)")
+def bench_train(args: argparse.Namespace, save: Callable[[], None]) -> dict:
+    results: dict = {}
+    args.partial["train"] = results
+    for name, extra in (("default", []), ("preset_gpu", ["--preset", "gpu"])):
+        results[name] = run = train_update(extra, args.train_steps, args.dry_run)
+        print(f"dynaweb-train {name}: updates {run['update_seconds']} s ({run['wall_seconds']:.1f} s wall)")
+        save()
     return results
 
 
@@ -311,16 +319,24 @@ def main(argv: Sequence[str] | None = None) -> dict:
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
         "config": json.loads(json.dumps(vars(args), default=str)),  # paths and the device as text
     }
-    print(f"gpu_throughput on {device}: sections {', '.join(args.sections)}", flush=True)
-    for section, bench in (("generation", bench_generation), ("dreams", bench_dreams), ("train", bench_train)):
-        if section in args.sections:
-            results[section] = bench(args)
     output = args.output
     if output is None:
         slug = "cpu_proxy" if args.device.type == "cpu" else re.sub(r"[^a-z0-9]+", "_", device.lower()).strip("_")
         output = RESULTS / f"{slug}{'_dry_run' if args.dry_run else ''}.json"
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(results, indent=2) + "\n")
+    args.partial = results  # sections fill their entry as they go
+
+    def save() -> None:
+        """Write what has been measured so far (a run cut short by a lease keeps its finished parts)."""
+        output.write_text(json.dumps(results, indent=2) + "\n")
+
+    print(f"gpu_throughput on {device}: sections {', '.join(args.sections)}", flush=True)
+    for section, bench in (("generation", bench_generation), ("dreams", bench_dreams), ("train", bench_train)):
+        if section in args.sections:
+            results[section] = bench(args, save)
+            save()
+    results["complete"] = True
+    save()
     print(f"saved {output}")
     return results
 

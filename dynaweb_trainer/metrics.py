@@ -167,6 +167,8 @@ class RunClock(TrainerCallback, ExportableState):
         self.started: float | None = None  # not before training begins: a fresh run starts from 0 seconds
         self.before = 0.0  # seconds of earlier segments, up to the checkpoint resumed from
         self.seconds = 0.0
+        self.update_seconds: list[float] = []  # wall seconds of each update of this segment (the first compiles)
+        self._update_started: float | None = None
 
     def elapsed(self) -> float:
         """Seconds of training behind the model now: earlier segments plus this one so far."""
@@ -178,6 +180,13 @@ class RunClock(TrainerCallback, ExportableState):
     def on_train_begin(self, args, state, control, **kwargs):
         self.before = float(restore_saved_attributes(self, state).get("seconds", 0.0))
         self.started = time.perf_counter()
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self._update_started = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self._update_started is not None:
+            self.update_seconds.append(round(time.perf_counter() - self._update_started, 3))
 
     def on_train_end(self, args, state, control, **kwargs):
         self.seconds = self.elapsed()

@@ -197,6 +197,7 @@ class DynaWebTrainer(PerTokenLogpsOverride, GRPOTrainer):
             "global_step": self.state.global_step,
             "max_steps": self.state.max_steps,
             "train_seconds": self.clock.seconds,
+            "update_seconds": self.clock.update_seconds,  # this segment's updates, in order
             "environment": self.args.environment,
             "policy": self.args.policy,
             "reward_guards": self.args.reward_guards if self.args.environment != "real" else None,

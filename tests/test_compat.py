@@ -187,7 +187,7 @@ def test_allow_untested_turns_the_error_into_a_warning(monkeypatch):
 
 
 def test_every_compat_range_holds_the_installed_library():
-    from dynaweb_env.compat import browsergym, ctranslate2, gymnasium, playwright, transformers, trl
+    from dynaweb_env.compat import browsergym, ctranslate2, gymnasium, playwright, torch, transformers, trl
 
     ranges = {
         "trl": trl.TRL_TESTED,
@@ -196,9 +196,27 @@ def test_every_compat_range_holds_the_installed_library():
         "playwright": playwright.PLAYWRIGHT_TESTED,
         "browsergym-core": browsergym.BROWSERGYM_TESTED,
         "gymnasium": gymnasium.GYMNASIUM_TESTED,
+        "torch": torch.TORCH_TESTED,
     }
     for distribution, tested in ranges.items():
         assert require_version(distribution, tested, "a test")
+
+
+def test_allow_compiled_graphs_raises_the_limit_and_never_lowers_it():
+    import torch._dynamo
+
+    from dynaweb_env.compat.torch import allow_compiled_graphs
+
+    config = torch._dynamo.config
+    before = config.recompile_limit
+    try:
+        config.recompile_limit = 8
+        allow_compiled_graphs(64)
+        assert config.recompile_limit == 64
+        allow_compiled_graphs(16)
+        assert config.recompile_limit == 64
+    finally:
+        config.recompile_limit = before
 
 
 # ---------------------------------------------------------------------------------------------------- BrowserGym

@@ -52,4 +52,5 @@ def test_dry_run_dreams_and_train_updates(gpu_throughput, tmp_path):
     assert dreams["dream_8_batched"]["transitions"] == dreams["dream_8_sequential"]["transitions"] == 8
     for run in results["train"].values():
         assert run["global_step"] == 1 and run["train_seconds"] > 0
+        assert len(run["update_seconds"]) == 1 and 0 < run["update_seconds"][0] <= run["train_seconds"]
     assert "--preset gpu" in results["train"]["preset_gpu"]["argv"]

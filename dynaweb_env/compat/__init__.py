@@ -1,8 +1,8 @@
 """Every reach into another library's private internals, one module per library.
 
 DynaWeb patches or reads a few private names of BrowserGym and Playwright (:mod:`.browsergym`,
-:mod:`.playwright`), CTranslate2 (:mod:`.ctranslate2`), TRL (:mod:`.trl`) and transformers
-(:mod:`.transformers`) where their public API has no way to do what it needs. Each reach is one function
+:mod:`.playwright`), CTranslate2 (:mod:`.ctranslate2`), TRL (:mod:`.trl`), transformers (:mod:`.transformers`)
+and torch (:mod:`.torch`) where their public API has no way to do what it needs. Each reach is one function
 there, and each first checks that the installed library is a version it was tested with: an untested version
 raises :class:`UntestedVersionError` naming the library, the tested range and the installed version, instead
 of failing somewhere deep inside the library (or, worse, silently doing something else).

@@ -37,6 +37,7 @@ from transformers import (
     TopPLogitsWarper,
 )
 
+from ..compat.torch import allow_compiled_graphs
 from .base import Generation, SamplingParams, cut_at_repeated_line
 
 #: The repeated-line rule decodes the batch every this many tokens (a row may run this many tokens past its
@@ -159,6 +160,8 @@ def generate_rows(
         One :class:`~dynaweb_env.llm.base.Generation` per prompt, in order.
     """
     device = next(model.parameters()).device
+    if compile:
+        allow_compiled_graphs()
     rows = bucket_rows(len(prompts), max_rows) if compile else len(prompts)
     padded = prompts + [prompts[-1]] * (rows - len(prompts))  # filler rows for a compiled batch size
     width = max(len(ids) for ids in padded)
