@@ -291,7 +291,15 @@ def train_update(extra: list[str], steps: int, dry_run: bool) -> dict:
         if done.returncode != 0:
             raise RuntimeError(f"dynaweb-train {' '.join(argv)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
         summary = json.loads((Path(directory) / "summary.json").read_text())
-    keep = ("global_step", "train_seconds", "update_seconds", "policy_tokens_per_s", "dream_steps", "episodes", "success_rate_last")
+    keep = (
+        "global_step",
+        "train_seconds",
+        "update_seconds",
+        "policy_tokens_per_s",
+        "dream_steps",
+        "episodes",
+        "success_rate_last",
+    )
     return {"argv": " ".join(argv).replace(directory, "<tmp>"), "wall_seconds": wall} | {
         k: summary.get(k) for k in keep
     }
