@@ -329,6 +329,22 @@ def test_gpu_throughput_dry_run_on_the_cpu(tmp_path):
     assert output.is_file()
 
 
+def test_gpu_merge_joins_the_sections_of_a_cut_lease(tmp_path):
+    head = {"device": "GPU X", "device_type": "cuda", "versions": {"torch": "2"}}
+    parts = []
+    for name, section in (("generation", {"roles": {}}), ("train", {"default": {"update_seconds": [9.0, 2.0]}})):
+        parts.append(tmp_path / f"{name}.json")
+        parts[-1].write_text(json.dumps(head | {"command": f"gpu_throughput --sections {name}", name: section}))
+    output = tmp_path / "merged.json"
+    run_main("gpu.merge", [*map(str, parts), "--commit", "abc1234", "--note", "cut", "--output", str(output)])
+    merged = json.loads(output.read_text())
+    assert merged["missing_sections"] == ["dreams"] and merged["train"]["default"]["update_seconds"] == [9.0, 2.0]
+    assert [part["complete"] for part in merged["parts"]] == [False, False] and merged["commit"] == "abc1234"
+    parts[1].write_text(json.dumps(head | {"device": "GPU Y", "command": "c", "train": {}}))
+    with pytest.raises(ValueError, match="different devices"):
+        run_main("gpu.merge", [*map(str, parts), "--commit", "abc1234", "--output", str(output)])
+
+
 def test_engine_plan_probe_runs(tmp_path):
     argv = ["--world-model", TINY, "--max-new-tokens", "2", "--dreams", "2", "--rounds", "1", "--expected", "64"]
     result = run_main("probes.engine_plan", [*argv, "--output", str(tmp_path / "plan.json")])

@@ -11,7 +11,14 @@ import pytest
 import torch
 
 from dynaweb_env.llm import SamplingParams, make_backend
-from dynaweb_env.llm.hf_generate import RepeatedLineStop, SamplingLogprobs, bucket_rows, finished_row
+from dynaweb_env.llm.hf_generate import (
+    RepeatedLineStop,
+    SamplingLogprobs,
+    bucket_rows,
+    cache_length,
+    finished_row,
+    generation_config,
+)
 from dynaweb_env.llm.transformers_backend import TransformersBackend, decoding_plan
 
 CONVERSATIONS = [
@@ -185,3 +192,20 @@ def test_sampling_logprobs_gathers_each_sampled_token():
 def test_bucket_rows():
     assert [bucket_rows(n, 16) for n in (1, 2, 3, 5, 8, 9, 16)] == [1, 2, 4, 8, 8, 16, 16]
     assert bucket_rows(5, 6) == 6 and bucket_rows(3, 3) == 3
+
+
+def test_cache_length_leaves_few_compiled_lengths():
+    # a rollout's prompts grow every turn: each length its own compiled graph would recompile every turn
+    lengths = {cache_length(width + 64) for width in range(300, 3000, 37)}
+    assert lengths == {1024, 2048, 4096}
+    assert cache_length(1024) == 1024 and cache_length(1025) == 2048
+    assert cache_length(5000, limit=8192) == 8192 and cache_length(9000, limit=8192) == 9000  # never too short
+    assert cache_length(3000, limit=2048) == 3000
+
+
+def test_compiled_config_sizes_the_static_cache():
+    params = SamplingParams(max_new_tokens=8, temperature=0)
+    config = generation_config(params, [0], 0, compile=True, cache_tokens=2048)
+    assert (config.cache_implementation, config.max_cache_len, config.disable_compile) == ("static", 2048, False)
+    eager = generation_config(params, [0], 0, compile=False, cache_tokens=2048)
+    assert eager.cache_implementation is None and getattr(eager, "max_cache_len", None) is None

@@ -43,9 +43,8 @@ from .base import Generation, SamplingParams, cut_at_repeated_line
 #: The repeated-line rule decodes the batch every this many tokens (a row may run this many tokens past its
 #: repeated line before it stops; it is cut back to the line exactly).
 REPEATED_LINE_CHECK_EVERY = 16
-#: A compiled batch's prompt width is left-padded up to a multiple of this many tokens, so that the static cache
-#: (prompt width + new tokens) takes few sizes, each one compiled graph.
-COMPILED_WIDTH_STEP = 256
+#: The shortest static cache of a compiled call; longer ones are the next power of two (:func:`cache_length`).
+MIN_COMPILED_CACHE = 1024
 
 
 class SamplingLogprobs(LogitsProcessor):
@@ -112,9 +111,25 @@ def bucket_rows(rows: int, cap: int) -> int:
     return max(rows, min(cap, 1 << (rows - 1).bit_length()))
 
 
-def generation_config(params: SamplingParams, eos_ids: Sequence[int], pad_id: int, compile: bool) -> GenerationConfig:
+def cache_length(tokens: int, limit: int | None = None) -> int:
+    """The static-cache length of a compiled call that needs ``tokens`` positions (prompt width + new tokens).
+
+    A compiled decoding step is specialised to its cache length, and compiling one takes 20-60 s on an H100
+    (``benchmarks/results/gpu/``). A multi-turn rollout's prompts grow every turn, and transformers grows its static
+    cache to each new longest call, recompiling each time. Rounding up to a power of two (at least
+    :data:`MIN_COMPILED_CACHE`, at most the model's ``limit`` of positions unless more are needed) leaves a handful
+    of lengths per run; the extra positions are masked, and cost an H100 little on models of this size.
+    """
+    rounded = max(MIN_COMPILED_CACHE, 1 << (tokens - 1).bit_length())
+    return min(rounded, max(tokens, limit)) if limit else rounded
+
+
+def generation_config(
+    params: SamplingParams, eos_ids: Sequence[int], pad_id: int, compile: bool, cache_tokens: int | None = None
+) -> GenerationConfig:
     """The ``GenerationConfig`` of one call: no processor of ``generate``'s own (ours come in order), stop strings,
-    and a static cache with ``torch.compile`` when ``compile``."""
+    and, when ``compile``, a static cache of ``cache_tokens`` positions (:func:`cache_length`) with
+    ``torch.compile``."""
     options: dict[str, Any] = {
         "max_new_tokens": params.max_new_tokens,
         "use_cache": True,  # whatever a gradient-checkpointed training model's config says
@@ -125,6 +140,8 @@ def generation_config(params: SamplingParams, eos_ids: Sequence[int], pad_id: in
         "disable_compile": not compile,
         "cache_implementation": "static" if compile else None,
     }
+    if compile and cache_tokens:
+        options["max_cache_len"] = cache_tokens
     if not params.greedy:  # neutral warpers: ours run after SamplingLogprobs (generate would put its own first)
         options.update(temperature=1.0, top_k=0, top_p=1.0)
     return GenerationConfig(**options)
@@ -153,7 +170,7 @@ def generate_rows(
         eos_ids: Tokens that end a sequence.
         pad_id: The padding token.
         compile: Use a static cache with ``torch.compile``; the batch is then padded to :func:`bucket_rows` rows and
-            its width to a multiple of :data:`COMPILED_WIDTH_STEP`.
+            the cache to :func:`cache_length` positions.
         max_rows: The largest batch (the cap of :func:`bucket_rows`).
 
     Returns:
@@ -165,13 +182,13 @@ def generate_rows(
     rows = bucket_rows(len(prompts), max_rows) if compile else len(prompts)
     padded = prompts + [prompts[-1]] * (rows - len(prompts))  # filler rows for a compiled batch size
     width = max(len(ids) for ids in padded)
-    if compile:
-        width = -(-width // COMPILED_WIDTH_STEP) * COMPILED_WIDTH_STEP
     input_ids = torch.full((rows, width), pad_id, dtype=torch.long)
     attention_mask = torch.zeros((rows, width), dtype=torch.long)
     for row, ids in enumerate(padded):
         input_ids[row, width - len(ids) :] = torch.tensor(ids)
         attention_mask[row, width - len(ids) :] = 1
+    limit = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    cache_tokens = cache_length(width + params.max_new_tokens, limit) if compile else None
     temperature = 1.0 if params.greedy else params.temperature
     recorder = SamplingLogprobs(temperature)
     processors = LogitsProcessorList([recorder])
@@ -189,7 +206,7 @@ def generate_rows(
         sequences = model.generate(
             input_ids=input_ids.to(device),
             attention_mask=attention_mask.to(device),
-            generation_config=generation_config(params, eos_ids, pad_id, compile),
+            generation_config=generation_config(params, eos_ids, pad_id, compile, cache_tokens),
             logits_processor=processors,
             stopping_criteria=criteria,
             **extra,
@@ -239,11 +256,12 @@ def finished_row(
 
 
 __all__ = [
-    "COMPILED_WIDTH_STEP",
+    "MIN_COMPILED_CACHE",
     "REPEATED_LINE_CHECK_EVERY",
     "RepeatedLineStop",
     "SamplingLogprobs",
     "bucket_rows",
+    "cache_length",
     "finished_row",
     "generate_rows",
     "generation_config",
