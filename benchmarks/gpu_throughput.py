@@ -61,6 +61,8 @@ CONTENDERS = ("backend_loop", "backend_generate", "backend_generate_compiled", "
 TINY = "tiny-random"
 #: The models of each role on a GPU (the shipped world model and judge, the embedded policy).
 ROLE_MODELS = {"world_model": DEFAULT_WORLD_MODEL, "judge": TRAINED_JUDGE, "policy": "smollm2-135m"}
+#: The training runs of the ``train`` section: extra ``dynaweb-train`` flags of each.
+TRAIN_RUNS = {"default": [], "preset_gpu": ["--preset", "gpu"]}
 #: Arguments that shrink a ``dynaweb-train`` update to seconds (``--dry-run``).
 TINY_TRAIN = [
     "--policy", TINY, "--world-model", TINY, "--judge", TINY, "--num-generations", "2",
@@ -81,6 +83,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--contenders", default=None, help=f"comma-separated, of {CONTENDERS} (default: all)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--dream-tokens", type=int, default=384, help="world-model tokens per dream step")
+    parser.add_argument("--roles", default=",".join(ROLE_MODELS), help="generation: roles to time, in this order")
+    parser.add_argument("--train-runs", default=",".join(TRAIN_RUNS), help="train: comma-separated runs to time")
     parser.add_argument("--train-steps", type=int, default=2, help="updates per training run (the first compiles)")
     parser.add_argument("--dry-run", action="store_true", help="tiny-random, 2 prompts (1 single), 4 tokens, 1 repeat")
     parser.add_argument("--output", type=Path, default=None, help="JSON path (default: results/gpu/<device>.json)")
@@ -100,6 +104,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args.contenders = tuple(args.contenders.split(",")) if args.contenders else CONTENDERS
     if set(args.contenders) - set(CONTENDERS) or "plain_generate" not in args.contenders:
         parser.error(f"--contenders {','.join(args.contenders)}: choose from {CONTENDERS}, plain_generate included")
+    args.roles, args.train_runs = tuple(args.roles.split(",")), tuple(args.train_runs.split(","))
+    if set(args.roles) - set(ROLE_MODELS) or set(args.train_runs) - set(TRAIN_RUNS):
+        parser.error(f"--roles: choose from {tuple(ROLE_MODELS)}; --train-runs: choose from {tuple(TRAIN_RUNS)}")
     args.single_prompts = args.batch if args.single_prompts is None else args.single_prompts
     if min(args.batch, args.new_tokens, args.repeats, args.single_prompts, args.train_steps) < 1:
         parser.error("--batch, --new-tokens, --repeats, --single-prompts and --train-steps must be >= 1")
@@ -239,7 +246,8 @@ def bench_generation(args: argparse.Namespace, save: Callable[[], None]) -> dict
     default_name = "backend_loop" if default == "loop" else "backend_generate" + ("_compiled" if compiled else "")
     results: dict = {"default": default_name, "roles": {}}
     args.partial["generation"] = results
-    for role, role_conversations_ in conversations.items():
+    for role in args.roles:  # in the order asked: a lease cut short keeps the first
+        role_conversations_ = conversations[role]
         reference = args.model or ROLE_MODELS[role]
         backend = make_backend(f"transformers:{reference}", cache=False, device=str(args.device))
         prompts = [backend.chat_prompt_ids(conversation) for conversation in role_conversations_]
@@ -308,8 +316,8 @@ def train_update(extra: list[str], steps: int, dry_run: bool) -> dict:
 def bench_train(args: argparse.Namespace, save: Callable[[], None]) -> dict:
     results: dict = {}
     args.partial["train"] = results
-    for name, extra in (("default", []), ("preset_gpu", ["--preset", "gpu"])):
-        results[name] = run = train_update(extra, args.train_steps, args.dry_run)
+    for name in args.train_runs:
+        results[name] = run = train_update(TRAIN_RUNS[name], args.train_steps, args.dry_run)
         print(f"dynaweb-train {name}: updates {run['update_seconds']} s ({run['wall_seconds']:.1f} s wall)")
         save()
     return results

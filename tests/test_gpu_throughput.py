@@ -38,6 +38,10 @@ def test_bad_arguments_fail_before_anything_runs(gpu_throughput):
         gpu_throughput.parse_args(["--sections", "generation,nope"])
     with pytest.raises(SystemExit):
         gpu_throughput.parse_args(["--batch", "0"])
+    with pytest.raises(SystemExit):
+        gpu_throughput.parse_args(["--roles", "policy,critic"])
+    with pytest.raises(SystemExit):
+        gpu_throughput.parse_args(["--train-runs", "paper"])
     args = gpu_throughput.parse_args(["--device", "cpu", "--sections", "dreams"])
     assert args.sections == ("dreams",) and args.model == "tiny-random"
 

@@ -6,8 +6,11 @@
 #   bash /tmp/stage/on_device.sh bash benchmarks/gpu/measure.sh [OUT_DIR]     # OUT_DIR default: $OUT or /tmp/gpu-out
 #
 # Then merge the parts here: python benchmarks/gpu/merge.py OUT_DIR/*.json  ->  results/gpu/<device>.json
-# Sized for a lease of ~10 minutes: 8 dreams (110 s), generation of 64 greedy tokens with the default decoding
-# against plain model.generate (190 s), 2 updates each of the default dynaweb-train and --preset gpu (200 s).
+# Sized for a lease of ~10 minutes: 8 dreams (160 s), 2 updates each of the default dynaweb-train and --preset gpu
+# (230 s), generation of 64 greedy tokens with the default decoding against plain model.generate, the policy's
+# prompts first (130 s). The first call of each model, batch size and cache length compiles (22-60 s on an H100,
+# 2026-11-28), so each limit is mostly compilation; the first lease's limits (110/190/200 s, generation first)
+# left the dreams and --preset gpu unmeasured.
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-out}}
 mkdir -p "$out"
@@ -22,7 +25,7 @@ run() {  # seconds, name, arguments of gpu_throughput.py
 }
 python3 -c "import torch, transformers; print(torch.__version__, transformers.__version__, torch.cuda.get_device_name())" \
   2>&1 | tee -a "$log"
-run 110 dreams --sections dreams
-run 190 generation --sections generation --new-tokens 64 --repeats 1 --single-prompts 2 \
-  --contenders backend_generate_compiled,plain_generate
-run 200 train --sections train --train-steps 2
+run 160 dreams --sections dreams
+run 230 train --sections train --train-steps 2
+run 130 generation --sections generation --new-tokens 64 --repeats 1 --single-prompts 2 \
+  --contenders backend_generate_compiled,plain_generate --roles policy,world_model,judge
