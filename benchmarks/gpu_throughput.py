@@ -240,12 +240,12 @@ def default_over_plain(chosen: dict | None, timings: dict) -> dict:
     }
 
 
-def bench_generation(args: argparse.Namespace, save: Callable[[], None]) -> dict:
+def bench_generation(args: argparse.Namespace, results: dict, save: Callable[[], None]) -> None:
+    """Fill ``results`` role by role, saving after each."""
     conversations = role_conversations(args.batch, args.max_axtree_chars)
     default, compiled = decoding_plan(args.device)
     default_name = "backend_loop" if default == "loop" else "backend_generate" + ("_compiled" if compiled else "")
-    results: dict = {"default": default_name, "roles": {}}
-    args.partial["generation"] = results
+    results.update(default=default_name, roles={})
     for role in args.roles:  # in the order asked: a lease cut short keeps the first
         role_conversations_ = conversations[role]
         reference = args.model or ROLE_MODELS[role]
@@ -266,14 +266,13 @@ def bench_generation(args: argparse.Namespace, save: Callable[[], None]) -> dict
         results["roles"][role] = role_result
         save()  # a role's timings are kept even if a later one does not finish
         del backend, runs
-    return results
 
 
-def bench_dreams(args: argparse.Namespace, save: Callable[[], None]) -> dict:
+def bench_dreams(args: argparse.Namespace, results: dict, save: Callable[[], None]) -> None:
     reference = args.model or DEFAULT_WORLD_MODEL
     backend = TimedBackend(make_backend(f"transformers:{reference}", cache=False, device=str(args.device)))
     states, actions = dream_start_states(8)
-    results = {"world_model": backend.model_name, "dream_tokens": args.dream_tokens}
+    results.update(world_model=backend.model_name, dream_tokens=args.dream_tokens)
     for name, batched in (("dream_8_batched", True), ("dream_8_sequential", False)):
         bench_dream(backend, states, actions, args.dream_tokens, batched=batched)  # warm-up (compilation)
         results[name] = bench_dream(backend, states, actions, args.dream_tokens, batched=batched)
@@ -282,7 +281,6 @@ def bench_dreams(args: argparse.Namespace, save: Callable[[], None]) -> dict:
     )
     print(f"8 dreams, one step: batched {results['dream_8_batched']['seconds']:.2f} s, "
           f"one by one {results['dream_8_sequential']['seconds']:.2f} s", flush=True)  # fmt: skip
-    return results
 
 
 def train_update(extra: list[str], steps: int, dry_run: bool) -> dict:
@@ -313,14 +311,12 @@ def train_update(extra: list[str], steps: int, dry_run: bool) -> dict:
     }
 
 
-def bench_train(args: argparse.Namespace, save: Callable[[], None]) -> dict:
-    results: dict = {}
-    args.partial["train"] = results
+def bench_train(args: argparse.Namespace, results: dict, save: Callable[[], None]) -> None:
+    """Fill ``results`` run by run, saving after each."""
     for name in args.train_runs:
         results[name] = run = train_update(TRAIN_RUNS[name], args.train_steps, args.dry_run)
         print(f"dynaweb-train {name}: updates {run['update_seconds']} s ({run['wall_seconds']:.1f} s wall)")
         save()
-    return results
 
 
 def main(argv: Sequence[str] | None = None) -> dict:
@@ -340,7 +336,6 @@ def main(argv: Sequence[str] | None = None) -> dict:
         slug = "cpu_proxy" if args.device.type == "cpu" else re.sub(r"[^a-z0-9]+", "_", device.lower()).strip("_")
         output = RESULTS / f"{slug}{'_dry_run' if args.dry_run else ''}.json"
     output.parent.mkdir(parents=True, exist_ok=True)
-    args.partial = results  # sections fill their entry as they go
 
     def save() -> None:
         """Write what has been measured so far (a run cut short by a lease keeps its finished parts)."""
@@ -349,7 +344,8 @@ def main(argv: Sequence[str] | None = None) -> dict:
     print(f"gpu_throughput on {device}: sections {', '.join(args.sections)}", flush=True)
     for section, bench in (("generation", bench_generation), ("dreams", bench_dreams), ("train", bench_train)):
         if section in args.sections:
-            results[section] = bench(args, save)
+            results[section] = {}  # filled as the section goes, so that save() keeps a section cut short
+            bench(args, results[section], save)
             save()
     results["complete"] = True
     save()
