@@ -199,9 +199,10 @@ def evaluate_judge(
     seed: int,
     prompt_style: str = "paper",
     early_final: bool = False,
+    objective_check: bool = False,
 ):
     sampling = SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens)
-    judge = TrajectoryJudge(backend, sampling, prompt_style=prompt_style)
+    judge = TrajectoryJudge(backend, sampling, prompt_style=prompt_style, objective_check=objective_check)
     tasks, cases = [], []
     for trajectory in trajectories:
         own = judge_cases([trajectory], early_final=early_final)
@@ -303,6 +304,7 @@ def evaluate_world_models(args: WorldModelEvalConfig, command: str) -> dict[str,
                     args.seed,
                     world_model.prompt_style,
                     args.judge_early_final,
+                    args.judge_objective_check,
                 )
             results[label] = {
                 "spec": spec,
@@ -357,8 +359,8 @@ class WorldModelEvalConfig:
             Keep only these tasks: ids, or suite names that stand for their tasks (``long``;
             :func:`~dynaweb_env.data.tasks.expand_tasks`). ``None``: every task of the data.
         limit, max_per_task, max_depth, max_new_tokens, temperature, batch_size, max_axtree_chars, judge,
-        judge_max_new_tokens, judge_only, judge_early_final, keep_typed_text, invalid_retries, shard, seed,
-        output: see each flag's help.
+        judge_max_new_tokens, judge_only, judge_early_final, judge_objective_check, keep_typed_text,
+        invalid_retries, shard, seed, output: see each flag's help.
     """
 
     world_models: list[str] = field(
@@ -391,6 +393,13 @@ class WorldModelEvalConfig:
         metadata={
             "help": "Also judge each success's final action taken too early, a failure (judge_cases early_final); "
             "the summary's judge_early_final_recall is the share judged FAILURE."
+        },
+    )
+    judge_objective_check: bool = field(
+        default=False,
+        metadata={
+            "help": "Judge as DreamWeb-v0 does by default (reward_guards objective_check): a SUCCESS that leaves an "
+            "explicit requirement of the objective unmet counts as FAILURE. Default: the judge model alone."
         },
     )
     keep_typed_text: bool = field(

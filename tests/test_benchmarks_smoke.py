@@ -418,6 +418,14 @@ def test_planning_ranking_scores_and_replays_candidates(tmp_path):
     assert deeper["depth"] == 2 and any(c["dream"]["steps"] == 2 for c in deeper["pages"][0]["candidates"])
 
 
+def test_objective_check_counts_flagged_real_trajectories(tmp_path):
+    argv = ["--datasets", "miniwob-all", "--splits", "test", "--output", str(tmp_path / "o.json")]
+    assert run_main("objective_check", argv) == 0
+    report = json.loads((tmp_path / "o.json").read_text())
+    assert report["trajectories"]["success"] > 100 and report["trajectories"]["failure"] > 10
+    assert report["flagged"]["any"]["failures"] >= report["flagged"]["named_control"]["failures"] > 0
+
+
 def test_results_index_is_current():
     """``benchmarks/results/INDEX.md`` lists every result file as ``python -m benchmarks.results_index`` writes it."""
     if not (ROOT / ".git").exists():

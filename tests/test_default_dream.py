@@ -208,8 +208,11 @@ def test_the_objective_check_withholds_a_success_by_default(start_file):
     _, reward, _, _, info = env.step("stop [done]")  # nothing typed: the judge's SUCCESS is withheld
     assert reward == 0.0 and info["judged"] and info["objective_unmet"] and info["judge_reward"] == 0.0
     assert "withheld" in info["judge_reasoning"]
-    env.reset(seed=0)
-    _, reward, _, _, info = env.step("stop [ONE]")  # no text field, no checkbox: nothing to check
+    env.reset(seed=0)  # 'Click "ONE".' on a page with button ONE: a stop that never clicked it is withheld
+    _, reward, _, _, info = env.step("stop [ONE]")
+    assert reward == 0.0 and info["objective_unmet"] == ["button 'ONE', which the objective names, was never acted on"]
+    env.reset(seed=0, options={"start_state": {**form, "goal": "Close the page.", "axtree": TREE}})
+    _, reward, _, _, info = env.step("stop [done]")  # an objective that names nothing on the page: nothing to check
     assert reward == 1.0 and "objective_unmet" not in info
     paper = DreamWebEnv(world_model=backend, judge=backend, start_states=start_file,
                         reward_guards={"objective_check": False})  # fmt: skip

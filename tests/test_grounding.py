@@ -139,13 +139,47 @@ def test_on_real_pages_the_expert_clicks_only_what_the_objective_names_and_near_
 def test_objective_progress_is_the_share_of_explicit_requirements_met():
     # PAGE: nBT checked, z5I unchecked, "cheree" held by the text field; cp is checked but not named.
     requirements = objective_requirements(GOAL, ["click [18]"], ["[18] checkbox 'nBT'"], PAGE)
-    assert [met for _, met in requirements] == [True, True, False]  # the quoted text, then nBT, then z5I
+    # The quoted text, then nBT, z5I, and the Submit button, which the objective names and no action clicked.
+    assert [met for _, met in requirements] == [True, True, False, False]
     assert unmet_objective(GOAL, ["click [18]"], ["[18] checkbox 'nBT'"], PAGE) == [
         requirement for requirement, met in requirements if not met
     ]
-    assert objective_progress(GOAL, ["click [18]"], ["[18] checkbox 'nBT'"], PAGE) == pytest.approx(2 / 3)
+    assert objective_progress(GOAL, ["click [18]"], ["[18] checkbox 'nBT'"], PAGE) == pytest.approx(2 / 4)
     empty = PAGE.replace("value='cheree'", "value=''").replace("checked='true'", "checked='false'")
     assert objective_progress(GOAL, [], [], empty) == 0.0
     typed = objective_progress(GOAL, ["type [27] [cheree] [0]"], ["[27] textbox ''"], empty)
-    assert typed == pytest.approx(1 / 3)  # typing the quoted text is progress before any box is ticked
+    assert typed == pytest.approx(1 / 4)  # typing the quoted text is progress before any box is ticked
+
+
+SEQUENCE_PAGE = """RootWebArea 'Click Button Sequence Task', focused
+\t[12] button 'ONE'
+\t[13] button 'TWO'"""
+
+
+def test_named_controls_must_be_acted_on():
+    goal = "Click button ONE, then click button TWO."
+    # The wrong click of benchmarks/default_rewards.py: TWO alone, which the trained judge paid as SUCCESS.
+    assert unmet_objective(goal, ["click [13]", "stop [N/A]"], ["[13] button 'TWO'", ""], SEQUENCE_PAGE) == [
+        "button 'ONE', which the objective names, was never acted on"
+    ]
+    assert unmet_objective(goal, ["click [12]", "click [13]"], ["[12] button 'ONE'", "[13] button 'TWO'"],
+                           SEQUENCE_PAGE) == []  # fmt: skip
+    # A hover acts on a menu item as a click does (click-menu's expert hovers its way to the item).
+    menu = "RootWebArea 'Menu'\n\t[19] menuitem 'Chery'\n\t[55] menuitem 'Lainey'"
+    targets = ["[19] menuitem 'Chery'", "[55] menuitem 'Lainey'"]
+    assert unmet_objective("Select Chery>Lainey", ["hover [19]", "click [55]"], targets, menu) == []
+    # An unnamed list item acted on counts by the text it shows.
+    assert unmet_objective("Click Marcella", ["click [17]"], ["[17] listitem '', text='Marcella'"], menu) == []
+
+
+def test_shipped_real_trajectories_keep_the_objective_check_on_successes():
+    """The measurement behind the rules (``python -m benchmarks.objective_check``): on every shipped real
+    trajectory, the check flags many failures and almost no success."""
+    from benchmarks.objective_check import DATASETS, summarise
+
+    trajectories = read_trajectories(DATASETS["miniwob-all"] / "train")
+    flagged = summarise(trajectories)["flagged"]
+    assert flagged["named_control"]["failures"] >= 20
+    assert flagged["named_control"]["successes"] <= 1
+    assert flagged["any"]["success_share"] <= 0.005
     assert objective_progress("Click on Tab #3.", ["click [30]"], ["[30] button 'Submit'"], PAGE) is None

@@ -8,10 +8,11 @@ default, and which to turn on is to be chosen by measurement (``benchmarks/dream
 ``benchmarks/default_rewards.py --env-kwargs ...``).
 
 - **Objective check** (``objective_check``, on by default): a SUCCESS whose trajectory left an explicit requirement
-  of the objective undone (a quoted text typed nowhere, a checkbox the objective names unchecked:
-  :func:`~dynaweb_env.world_model.grounding.unmet_objective`) earns 0, with ``info["objective_unmet"]``. On the
-  held-out pages of ``benchmarks/default_rewards.py`` the trained judge paid a Submit on an unfilled form on 6 of 24
-  tasks; the check withholds those and, on the shipped real trajectories, 5 of 1,672 successes (partial credit).
+  of the objective undone (a quoted text typed nowhere, a checkbox the objective names unchecked, a button, link,
+  tab or menu item it names never acted on: :func:`~dynaweb_env.world_model.grounding.unmet_objective`) earns 0,
+  with ``info["objective_unmet"]``. On the held-out pages of ``benchmarks/default_rewards.py`` the trained judge
+  paid a Submit on an unfilled form on 6 of 24 tasks; the check withholds those. On every shipped real trajectory
+  (``python -m benchmarks.objective_check``) it flags 128 of 273 failures and 8 of 2,534 successes.
 
 - **Judge self-consistency** (``judge_votes=K``): the judge samples ``K`` verdicts and abstains
   unless all agree; an abstention earns reward 0 and ``info["judge_abstained"] = True``, so a

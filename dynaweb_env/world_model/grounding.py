@@ -19,7 +19,7 @@ a live site as on MiniWoB++. They are evidence, not a verdict: the judge still d
 element only by description, or need an element it does not name, such as an unnamed text field).
 
 The 135M judge still calls a Submit on an empty form a success when the notes say otherwise (issue 48: 10 of the
-24 wrong actions of ``benchmarks/default_rewards.py`` were paid). :func:`unmet_objective` states two requirements
+24 wrong actions of ``benchmarks/default_rewards.py`` were paid). :func:`unmet_objective` states three requirements
 that an objective makes explicit and that a trajectory can be checked against without judgement, for
 ``TrajectoryJudge(objective_check=True)`` (``reward_guards={"objective_check": ...}``) to withhold a SUCCESS that
 leaves one unmet:
@@ -28,10 +28,18 @@ leaves one unmet:
   one acted on: some ``type`` typed it, a field of the final page holds it, or an acted-on element's name holds it
   (a picked autocomplete entry);
 - **Named checkboxes and radio buttons** (``Select yobHFFp, 6yzfh6u and click Submit``) are checked on the final
-  page.
+  page;
+- **Named controls** (:data:`ACTED_ROLES`: ``Click button ONE, then click button TWO``, ``press login``) on the
+  final page were acted on: some action targeted an element of that name (a click or a hover).
 
-On the shipped real trajectories (every split, experts and exploration) it flags 42 of 147 failures and 5 of 1,672
-successes (click-checkboxes scored with partial credit: a box left unticked).
+On every shipped real trajectory (both datasets, every split, experts and exploration: ``python -m
+benchmarks.objective_check``) it flags 128 of 273 failures and 8 of 2,534 successes. Seven of those are
+click-checkboxes tasks scored with partial credit (a box left unticked); one is a click-dialog-2 success by
+``press [Enter]`` on the focused button, which no action targeted. The named-control rule alone flags 73 failures
+and that one success.
+
+An acted-on element with no name counts by the text it shows (:func:`element_label`): ``[17] listitem '',
+text='Marcella'`` is the tree item named "Marcella" for both the notes and the checks.
 """
 
 from __future__ import annotations
@@ -40,7 +48,7 @@ import re
 from collections.abc import Sequence
 
 from ..actions import parse_action
-from ..axtree import parse_axtree, parse_axtree_line
+from ..axtree import AxNode, parse_axtree, parse_axtree_line
 
 #: The most final-page lines :func:`objective_elements` returns (the rest are in the tree itself).
 MAX_OBJECTIVE_ELEMENTS = 12
@@ -67,6 +75,32 @@ def named_in_objective(text: str, objective: str) -> bool:
     return re.search(rf"(?<!\w){re.escape(phrase)}(?!\w)", _normalise(objective)) is not None
 
 
+def quoted_phrases(objective: str) -> list[str]:
+    """The objective's double-quoted phrases, in order: ``Click on the "Block" button`` gives ``["Block"]``."""
+    return re.findall(r'"([^"]+)"', objective)
+
+
+def element_label(node: AxNode) -> str:
+    """What an acted-on element reads as: its name, else the text it shows (the ``text`` field
+    :func:`~dynaweb_env.observation.action_target` adds to an unnamed element)."""
+    return node.name.strip() or node.attributes.get("text", "").strip()
+
+
+def mentioned_in_objective(label: str, objective: str) -> bool:
+    """Whether an element reading ``label`` is one the objective names: ``label`` is named in the objective
+    (:func:`named_in_objective`), or a quoted phrase of the objective is a whole phrase of ``label``
+    (``'Block @jerald'`` for ``click on the "Block" button``).
+
+    >>> mentioned_in_objective("Block @jerald", 'For the user @jerald, click on the "Block" button.')
+    True
+    >>> mentioned_in_objective("Mute @jerald", 'For the user @jerald, click on the "Block" button.')
+    False
+    """
+    return named_in_objective(label, objective) or any(
+        named_in_objective(phrase, label) for phrase in quoted_phrases(objective)
+    )
+
+
 def step_grounding(action: str, target: str, objective: str) -> str:
     """The grounding note of one action, ``""`` when there is nothing to ground.
 
@@ -76,13 +110,14 @@ def step_grounding(action: str, target: str, objective: str) -> str:
         objective: The task's goal.
 
     Returns:
-        ``"NAMED IN OBJECTIVE: yes|no"`` for an element with a name, and for ``type`` also
+        ``"NAMED IN OBJECTIVE: yes|no"`` (:func:`mentioned_in_objective`) for an element with a name or a text,
+        and for ``type`` also
         ``"TEXT IN OBJECTIVE: yes|no"``, joined with ``"; "``.
     """
     notes = []
     node = parse_axtree_line(target) if target else None
-    if node is not None and node.name.strip():
-        notes.append(f"NAMED IN OBJECTIVE: {'yes' if named_in_objective(node.name, objective) else 'no'}")
+    if node is not None and (label := element_label(node)):
+        notes.append(f"NAMED IN OBJECTIVE: {'yes' if mentioned_in_objective(label, objective) else 'no'}")
     try:
         parsed = parse_action(action)
     except ValueError:
@@ -112,6 +147,9 @@ def objective_elements(axtree: str, objective: str, limit: int = MAX_OBJECTIVE_E
 #: Roles that hold typed text, and roles that are checked.
 TEXT_FIELD_ROLES = frozenset({"textbox", "searchbox", "combobox", "spinbutton"})
 CHECKABLE_ROLES = frozenset({"checkbox", "radio"})
+#: Roles of controls that an objective naming them asks to act on ("click button ONE", "press Login",
+#: "Select Chery>Clarie>Lainey"); an option is picked through its list box, not acted on.
+ACTED_ROLES = frozenset({"button", "link", "tab", "menuitem", "treeitem"})
 
 
 def objective_requirements(
@@ -143,8 +181,8 @@ def objective_requirements(
     requirements = []
     if any(node.role in TEXT_FIELD_ROLES for node in [*nodes, *acted]):
         held = typed + [_normalise(node.value or "") for node in nodes if node.role in TEXT_FIELD_ROLES]
-        picked = [_normalise(node.name) for node in acted]  # a picked entry ("El Salvador" for "starts with El S")
-        for quoted in re.findall(r'"([^"]+)"', objective):
+        picked = [_normalise(element_label(node)) for node in acted]  # a picked entry ("El Salvador": "El S")
+        for quoted in quoted_phrases(objective):
             text = _normalise(quoted)
             if not text or text in names:
                 continue
@@ -152,10 +190,18 @@ def objective_requirements(
                 len(text) >= MIN_NAME_CHARS and any(text in name for name in picked)  # "b" is in "submit"
             )
             requirements.append((f"the objective's text {quoted!r} is typed nowhere", met))
+    acted_labels = {_normalise(element_label(node)) for node in acted}
+    seen = set()
     for node in nodes:
-        if node.bid is not None and node.role in CHECKABLE_ROLES and named_in_objective(node.name, objective):
+        if node.bid is None or (node.role, node.name) in seen or not named_in_objective(node.name, objective):
+            continue
+        seen.add((node.role, node.name))
+        if node.role in CHECKABLE_ROLES:
             checked = str(node.attributes.get("checked", "")).lower() == "true"
             requirements.append((f"{node.role} {node.name!r}, which the objective names, is not checked", checked))
+        elif node.role in ACTED_ROLES:
+            met = _normalise(node.name) in acted_labels
+            requirements.append((f"{node.role} {node.name!r}, which the objective names, was never acted on", met))
     return requirements
 
 
@@ -183,13 +229,17 @@ def format_objective_elements(axtree: str, objective: str) -> str:
 
 
 __all__ = [
+    "ACTED_ROLES",
     "MAX_OBJECTIVE_ELEMENTS",
     "MIN_NAME_CHARS",
+    "element_label",
     "format_objective_elements",
+    "mentioned_in_objective",
     "named_in_objective",
     "objective_elements",
     "objective_progress",
     "objective_requirements",
+    "quoted_phrases",
     "step_grounding",
     "unmet_objective",
 ]
