@@ -69,7 +69,7 @@ from .world_model_sft import is_terminal_transition, load_trajectories
 #: Settings recorded in the report (besides the seed).
 _SETTINGS = (
     "max_depth", "max_new_tokens", "temperature", "batch_size", "max_axtree_chars", "limit", "max_per_task",
-    "keep_typed_text", "invalid_retries", "shard",
+    "keep_typed_text", "invalid_retries", "shard", "judge_objective_check",
 )  # fmt: skip
 #: The reference world model that copies the current page.
 COPY_MODEL = "copy"
