@@ -20,10 +20,8 @@ from .axtree import (
     IGNORED_ROLES,
     axtree_element_ids,
     axtree_element_line,
-    axtree_element_text,
     axtree_nodes,
     clean_axtree,
-    parse_axtree_line,
     truncate_axtree,
 )
 from .spaces import OBSERVATION_KEYS
@@ -43,21 +41,12 @@ def make_observation(
 
 def action_target(action: str, axtree: str) -> str:
     """The tree line of the element ``action`` acts on, in the page ``axtree`` it is taken on (``""`` for an
-    action without an element, a malformed one, or an element not in the tree).
-
-    An element with no name gets the text it shows (:func:`~dynaweb_env.axtree.axtree_element_text`) as a
-    ``text`` field, so that a judge reads which item was clicked: ``[17] listitem '', text='Marcella'``.
-    """
+    action without an element, a malformed one, or an element not in the tree)."""
     try:
         element = parse_action(action).element_id
     except ValueError:
         return ""
-    if element is None or not (line := axtree_element_line(axtree, element)):
-        return ""
-    node = parse_axtree_line(line)
-    if node is not None and not node.name.strip() and (text := axtree_element_text(axtree, element)):
-        return f"{line}, text={text!r}"
-    return line
+    return axtree_element_line(axtree, element) if element is not None else ""
 
 
 def render_observation(observation: dict[str, str], max_axtree_chars: int = 0) -> str:

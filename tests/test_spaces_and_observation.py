@@ -2,7 +2,6 @@
 
 import numpy as np
 
-from dynaweb_env.axtree import axtree_element_text
 from dynaweb_env.observation import (
     action_target,
     axtree_element_ids,
@@ -67,21 +66,6 @@ def test_action_target_is_the_acted_on_elements_line():
     # No element: an action without one, a malformed action, an id not in the tree.
     assert (
         action_target("scroll [down]", tree) == action_target("click [", tree) == action_target("click [9]", tree) == ""
-    )
-
-
-def test_an_unnamed_element_is_read_by_the_text_it_shows():
-    # navigate-tree: a folder's item holds its own label, and its sub-items' labels deeper.
-    tree = (
-        "RootWebArea 'Tree'\n\t[16] list ''\n\t\t[17] listitem ''\n\t\t\tStaticText 'Tula'\n"
-        "\t\t\t[19] list ''\n\t\t\t\t[20] listitem ''\n\t\t\t\t\tStaticText 'Rex'\n\t[30] button 'OK'"
-    )
-    assert axtree_element_text(tree, "17") == "Tula" and axtree_element_text(tree, "16") == ""
-    assert action_target("click [17]", tree) == "[17] listitem '', text='Tula'"
-    assert action_target("click [30]", tree) == "[30] button 'OK'"  # a named element: its line as it is
-    assert action_target("click [16]", tree) == "[16] list ''"  # nothing of its own to show
-    assert axtree_element_text(tree + "\n\t[31] listitem ''\n\t\tStaticText '" + "y" * 200 + "'", "31") == (
-        "y" * 77 + "..."
     )
 
 

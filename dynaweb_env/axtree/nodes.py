@@ -230,38 +230,6 @@ def axtree_element_line(axtree: str, bid: str, max_chars: int = 120) -> str:
     return ""
 
 
-#: The most characters :func:`axtree_element_text` returns.
-MAX_ELEMENT_TEXT_CHARS = 80
-
-
-def axtree_element_text(axtree: str, bid: str, max_chars: int = MAX_ELEMENT_TEXT_CHARS) -> str:
-    """The text element ``bid`` shows: its direct ``StaticText`` children, joined with spaces and cut to
-    ``max_chars`` (``""`` for none, or no such element).
-
-    A list item or a cell is often unnamed in the tree (``[17] listitem ''``) and shows its label as a child
-    ``StaticText 'Marcella'``. Only direct children count: a folder's item holds its sub-items' labels deeper.
-    """
-    lines = axtree.splitlines()
-    for index, line in enumerate(lines):
-        if line_bid(line) != bid:
-            continue
-        node = parse_axtree_line(line)
-        if node is None:
-            return ""
-        texts = []
-        for child_line in lines[index + 1 :]:
-            child = parse_axtree_line(child_line)
-            if child is None:
-                continue
-            if child.depth <= node.depth:
-                break
-            if child.depth == node.depth + 1 and child.role == "StaticText" and child.name.strip():
-                texts.append(" ".join(child.name.split()))
-        text = " ".join(texts)
-        return text if len(text) <= max_chars else text[: max_chars - 3] + "..."
-    return ""
-
-
 def axtree_nodes(axtree: str) -> list[str]:
     """The node lines of a tree, whitespace-normalised: the unit of world-model fidelity metrics."""
     return [" ".join(line.split()) for line in axtree.splitlines() if line.strip()]
@@ -313,13 +281,11 @@ def truncate_axtree(axtree: str, max_chars: int) -> str:
 __all__ = [
     "CUT_MARKER",
     "IGNORED_ROLES",
-    "MAX_ELEMENT_TEXT_CHARS",
     "NODE_LINE",
     "ROOT_ROLES",
     "AxNode",
     "axtree_element_ids",
     "axtree_element_line",
-    "axtree_element_text",
     "axtree_nodes",
     "axtree_title",
     "clean_axtree",

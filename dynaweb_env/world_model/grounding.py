@@ -37,9 +37,6 @@ benchmarks.objective_check``) it flags 128 of 273 failures and 8 of 2,534 succes
 click-checkboxes tasks scored with partial credit (a box left unticked); one is a click-dialog-2 success by
 ``press [Enter]`` on the focused button, which no action targeted. The named-control rule alone flags 73 failures
 and that one success.
-
-An acted-on element with no name counts by the text it shows (:func:`element_label`): ``[17] listitem '',
-text='Marcella'`` is the tree item named "Marcella" for both the notes and the checks.
 """
 
 from __future__ import annotations
@@ -48,7 +45,7 @@ import re
 from collections.abc import Sequence
 
 from ..actions import parse_action
-from ..axtree import AxNode, parse_axtree, parse_axtree_line
+from ..axtree import parse_axtree, parse_axtree_line
 
 #: The most final-page lines :func:`objective_elements` returns (the rest are in the tree itself).
 MAX_OBJECTIVE_ELEMENTS = 12
@@ -80,27 +77,6 @@ def quoted_phrases(objective: str) -> list[str]:
     return re.findall(r'"([^"]+)"', objective)
 
 
-def element_label(node: AxNode) -> str:
-    """What an acted-on element reads as: its name, else the text it shows (the ``text`` field
-    :func:`~dynaweb_env.observation.action_target` adds to an unnamed element)."""
-    return node.name.strip() or node.attributes.get("text", "").strip()
-
-
-def mentioned_in_objective(label: str, objective: str) -> bool:
-    """Whether an element reading ``label`` is one the objective names: ``label`` is named in the objective
-    (:func:`named_in_objective`), or a quoted phrase of the objective is a whole phrase of ``label``
-    (``'Block @jerald'`` for ``click on the "Block" button``).
-
-    >>> mentioned_in_objective("Block @jerald", 'For the user @jerald, click on the "Block" button.')
-    True
-    >>> mentioned_in_objective("Mute @jerald", 'For the user @jerald, click on the "Block" button.')
-    False
-    """
-    return named_in_objective(label, objective) or any(
-        named_in_objective(phrase, label) for phrase in quoted_phrases(objective)
-    )
-
-
 def step_grounding(action: str, target: str, objective: str) -> str:
     """The grounding note of one action, ``""`` when there is nothing to ground.
 
@@ -110,14 +86,13 @@ def step_grounding(action: str, target: str, objective: str) -> str:
         objective: The task's goal.
 
     Returns:
-        ``"NAMED IN OBJECTIVE: yes|no"`` (:func:`mentioned_in_objective`) for an element with a name or a text,
-        and for ``type`` also
+        ``"NAMED IN OBJECTIVE: yes|no"`` for an element with a name, and for ``type`` also
         ``"TEXT IN OBJECTIVE: yes|no"``, joined with ``"; "``.
     """
     notes = []
     node = parse_axtree_line(target) if target else None
-    if node is not None and (label := element_label(node)):
-        notes.append(f"NAMED IN OBJECTIVE: {'yes' if mentioned_in_objective(label, objective) else 'no'}")
+    if node is not None and node.name.strip():
+        notes.append(f"NAMED IN OBJECTIVE: {'yes' if named_in_objective(node.name, objective) else 'no'}")
     try:
         parsed = parse_action(action)
     except ValueError:
@@ -181,7 +156,7 @@ def objective_requirements(
     requirements = []
     if any(node.role in TEXT_FIELD_ROLES for node in [*nodes, *acted]):
         held = typed + [_normalise(node.value or "") for node in nodes if node.role in TEXT_FIELD_ROLES]
-        picked = [_normalise(element_label(node)) for node in acted]  # a picked entry ("El Salvador": "El S")
+        picked = [_normalise(node.name) for node in acted]  # a picked entry ("El Salvador" for "starts with El S")
         for quoted in quoted_phrases(objective):
             text = _normalise(quoted)
             if not text or text in names:
@@ -190,7 +165,7 @@ def objective_requirements(
                 len(text) >= MIN_NAME_CHARS and any(text in name for name in picked)  # "b" is in "submit"
             )
             requirements.append((f"the objective's text {quoted!r} is typed nowhere", met))
-    acted_labels = {_normalise(element_label(node)) for node in acted}
+    acted_names = {_normalise(node.name) for node in acted}
     seen = set()
     for node in nodes:
         if node.bid is None or (node.role, node.name) in seen or not named_in_objective(node.name, objective):
@@ -200,7 +175,7 @@ def objective_requirements(
             checked = str(node.attributes.get("checked", "")).lower() == "true"
             requirements.append((f"{node.role} {node.name!r}, which the objective names, is not checked", checked))
         elif node.role in ACTED_ROLES:
-            met = _normalise(node.name) in acted_labels
+            met = _normalise(node.name) in acted_names
             requirements.append((f"{node.role} {node.name!r}, which the objective names, was never acted on", met))
     return requirements
 
@@ -232,9 +207,7 @@ __all__ = [
     "ACTED_ROLES",
     "MAX_OBJECTIVE_ELEMENTS",
     "MIN_NAME_CHARS",
-    "element_label",
     "format_objective_elements",
-    "mentioned_in_objective",
     "named_in_objective",
     "objective_elements",
     "objective_progress",
