@@ -167,6 +167,29 @@ def test_judge_early_final_scores_the_final_action_taken_too_early(tmp_path):
     assert result["summary"]["judge_early_final_recall"] == pytest.approx(share)
 
 
+def test_judge_objective_check_judges_as_the_dream_env_does():
+    """A judge that says SUCCESS to everything: with the check, a cut of click-button-sequence's success (TWO never
+    clicked) is withheld, as ``DreamWeb-v0`` withholds it by default; the success itself stands."""
+    from dynaweb_env.data.shipped import ALL_TASKS_DATA_DIR
+    from dynaweb_env.llm import Generation
+    from dynaweb_trainer.evaluate_world_model import evaluate_judge
+
+    class AlwaysSuccess:
+        def generate(self, conversations, params):
+            return [Generation("VERDICT: SUCCESS") for _ in conversations]
+
+    trajectories = [
+        t
+        for t in load_trajectories([ALL_TASKS_DATA_DIR / "test" / "expert.jsonl.xz"], split=None)
+        if t.task_id == "miniwob.click-button-sequence" and t.success
+    ][:1]
+    plain = evaluate_judge(AlwaysSuccess(), trajectories, 8, 0, "grounded")
+    checked = evaluate_judge(AlwaysSuccess(), trajectories, 8, 0, "grounded", objective_check=True)
+    assert [row["verdict"] for row in plain] == [1.0, 1.0]  # the success and its cut
+    assert [row["verdict"] for row in checked] == [1.0, 0.0]
+    assert parse_args(["--judge-objective-check"]).judge_objective_check
+
+
 def test_heldout_snapshot_leaves_out_seeds_and_records_a_checksum(tmp_path):
     import hashlib
 
