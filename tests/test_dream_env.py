@@ -414,7 +414,13 @@ def test_finish_judges_a_running_dream_now_and_only_once(start_file):
 
 def test_finish_after_the_dream_ended_returns_its_verdict(start_file):
     backend = ScriptedBackend()
-    env = gym.make("DreamWeb-v0", world_model=backend, judge="world_model", start_states=start_file)
+    env = gym.make(
+        "DreamWeb-v0",
+        world_model=backend,
+        judge="world_model",
+        start_states=start_file,
+        reward_guards={"objective_check": False},
+    )  # "stop [ONE]" never clicks the ONE the goal names
     env.reset(seed=0, options={"task": "miniwob.click-button"})
     _, reward, terminated, _, info = env.step("stop [ONE]")
     assert terminated and reward == 1.0 and info["judged"] is True

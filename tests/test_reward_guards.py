@@ -61,6 +61,9 @@ class GuardBackend:
 
 
 def dream(start_file, backend, **guards) -> DreamWebEnv:  # noqa: F811
+    # Each test here isolates one guard. The fixture's goal names button ONE, which "stop [ONE]" and "click [14]"
+    # never act on, so the default objective check would withhold every SUCCESS (it has tests of its own).
+    guards.setdefault("objective_check", False)
     env = DreamWebEnv(world_model=backend, judge="world_model", start_states=start_file, dream_length=3,
                       reward_guards=guards)  # fmt: skip
     env.reset(seed=0, options={"task": "miniwob.click-button", "task_seed": 1})
