@@ -31,20 +31,13 @@ from dynaweb_env.data.io import read_trajectories
 from dynaweb_env.data.schema import Trajectory
 from dynaweb_env.data.shipped import ALL_TASKS_DATA_DIR, LARGE_DATA_DIR
 from dynaweb_env.observation import action_target
-from dynaweb_env.world_model.grounding import objective_requirements
+from dynaweb_env.world_model.grounding import objective_requirements, requirement_kind
 
 RESULTS = Path(__file__).resolve().parent / "results" / "judge" / "objective_check.json"
 DATASETS = {"miniwob-all": ALL_TASKS_DATA_DIR, "miniwob-large": LARGE_DATA_DIR}
 SPLITS = ("train", "validation", "test")
-#: Requirement kinds, by the words :func:`objective_requirements` words each with.
-KINDS = {"typed nowhere": "quoted_text", "is not checked": "named_box", "was never acted on": "named_control"}
 #: How many flagged successes the JSON lists in full.
 MAX_EXAMPLES = 20
-
-
-def requirement_kind(requirement: str) -> str:
-    """The kind of one requirement line (``"other"`` for wording this script does not know)."""
-    return next((kind for words, kind in KINDS.items() if words in requirement), "other")
 
 
 def check(trajectory: Trajectory) -> list[tuple[str, bool]]:

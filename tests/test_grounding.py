@@ -171,16 +171,3 @@ def test_named_controls_must_be_acted_on():
     assert unmet_objective("Select Chery>Lainey", ["click [55]"], targets[1:], menu) == [
         "menuitem 'Chery', which the objective names, was never acted on"
     ]
-
-
-def test_shipped_real_trajectories_keep_the_objective_check_on_successes():
-    """The measurement behind the rules (``python -m benchmarks.objective_check``): on every shipped real
-    trajectory, the check flags many failures and almost no success."""
-    from benchmarks.objective_check import DATASETS, summarise
-
-    trajectories = read_trajectories(DATASETS["miniwob-all"] / "train")
-    flagged = summarise(trajectories)["flagged"]
-    assert flagged["named_control"]["failures"] >= 20
-    assert flagged["named_control"]["successes"] <= 1
-    assert flagged["any"]["success_share"] <= 0.005
-    assert objective_progress("Click on Tab #3.", ["click [30]"], ["[30] button 'Submit'"], PAGE) is None

@@ -125,6 +125,17 @@ CHECKABLE_ROLES = frozenset({"checkbox", "radio"})
 #: Roles of controls that an objective naming them asks to act on ("click button ONE", "press Login",
 #: "Select Chery>Clarie>Lainey"); an option is picked through its list box, not acted on.
 ACTED_ROLES = frozenset({"button", "link", "tab", "menuitem", "treeitem"})
+#: How each kind of requirement ends its line when unmet, by kind (:func:`requirement_kind` reads it back).
+UNMET_WORDING = {
+    "quoted_text": "is typed nowhere",
+    "named_box": "which the objective names, is not checked",
+    "named_control": "which the objective names, was never acted on",
+}
+
+
+def requirement_kind(requirement: str) -> str:
+    """The kind (a key of :data:`UNMET_WORDING`) of one requirement line of :func:`objective_requirements`."""
+    return next(kind for kind, words in UNMET_WORDING.items() if requirement.endswith(words))
 
 
 def objective_requirements(
@@ -164,7 +175,7 @@ def objective_requirements(
             met = any(text in value for value in held) or (
                 len(text) >= MIN_NAME_CHARS and any(text in name for name in picked)  # "b" is in "submit"
             )
-            requirements.append((f"the objective's text {quoted!r} is typed nowhere", met))
+            requirements.append((f"the objective's text {quoted!r} {UNMET_WORDING['quoted_text']}", met))
     acted_names = {_normalise(node.name) for node in acted}
     seen = set()
     for node in nodes:
@@ -173,10 +184,10 @@ def objective_requirements(
         seen.add((node.role, node.name))
         if node.role in CHECKABLE_ROLES:
             checked = str(node.attributes.get("checked", "")).lower() == "true"
-            requirements.append((f"{node.role} {node.name!r}, which the objective names, is not checked", checked))
+            requirements.append((f"{node.role} {node.name!r}, {UNMET_WORDING['named_box']}", checked))
         elif node.role in ACTED_ROLES:
             met = _normalise(node.name) in acted_names
-            requirements.append((f"{node.role} {node.name!r}, which the objective names, was never acted on", met))
+            requirements.append((f"{node.role} {node.name!r}, {UNMET_WORDING['named_control']}", met))
     return requirements
 
 
@@ -207,12 +218,14 @@ __all__ = [
     "ACTED_ROLES",
     "MAX_OBJECTIVE_ELEMENTS",
     "MIN_NAME_CHARS",
+    "UNMET_WORDING",
     "format_objective_elements",
     "named_in_objective",
     "objective_elements",
     "objective_progress",
     "objective_requirements",
     "quoted_phrases",
+    "requirement_kind",
     "step_grounding",
     "unmet_objective",
 ]
