@@ -8,15 +8,21 @@ What it measures (saved to ``benchmarks/results/throughput/env_throughput.json``
 - ``real_1``: ``RealWeb-v0``, one Chromium, scripted experts acting on MiniWoB++ tasks.
 - ``real_4``: ``RealWeb-v0`` in an ``AsyncVectorEnv`` of 4 browsers (one process each).
 - ``dream_1``: ``DreamWeb-v0``, one env.
-- ``dream_8_batched`` vs ``dream_8_sequential``: the same 8 start states and the same actions,
-  stepped through ``DreamWebVectorEnv`` (one batched world-model call per step) and through 8
-  ``DreamWebEnv`` one by one. Both share one loaded model and decode greedily, so they generate the
-  same next pages (the token counts are reported to show it). Beside the env ratio, the ratio of
-  the time spent inside ``generate`` is reported: the env's own overhead should be near zero, and
-  the batching gain is bounded by what batched generation gives on this hardware.
+- ``dream_8_batched`` vs ``dream_8_sequential``: 8 start states of 8 different tasks and their
+  recorded expert actions, stepped through ``DreamWebVectorEnv`` (one batched world-model call per
+  step) and through 8 ``DreamWebEnv`` one by one. Each way gets its own backend of the same model,
+  warmed up as its own process would have it (a bare shipped name serves single prompts on
+  CTranslate2 and batches on transformers: ``dynaweb_env.llm.routed_backend``; ``engines`` records
+  which served each arm). Both decode greedily, so they generate the same next pages (the token
+  counts are reported to show it). Beside the env ratio, the ratio of the time spent inside
+  ``generate`` is reported: the env's own overhead should be near zero.
+- ``group_8_batched`` vs ``group_8_sequential``: the shape ``dynaweb-train`` steps, a GSPO group: 8
+  sub-envs reset to one start state (the trainer resets a group together), each taking a different
+  action on that page (the expert's, then clicks on the page's other elements, as sampled members
+  do), batched vs one by one. Batched, the 8 prompts share the page, which the engine prefills once.
 
-Dream actions are the recorded expert actions of each start state (real, valid actions), so every
-dream step asks the world model for a next page.
+Dream actions are real, valid actions on their page, so every dream step asks the world model for a
+next page.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -175,6 +182,31 @@ def dream_start_states(count: int) -> tuple[list, list[str]]:
     return [state for state, _ in chosen], [action for _, action in chosen]
 
 
+def group_start(count: int) -> tuple[list, list[str]]:
+    """One GSPO group: the first start state whose page has ``count`` elements to click, ``count`` times,
+    with its recorded expert action first and then clicks on the page's other elements, in page order."""
+    trajectories = {t.id: t for t in read_trajectories(builtin_start_states_path())}
+    for state in load_start_states(None):
+        action = trajectories[state.trajectory_id].steps[state.step_index].action
+        if not action or action.startswith("stop"):
+            continue
+        others = [f"click [{bid}]" for bid in dict.fromkeys(re.findall(r"\[(\d+)\]", state.axtree))]
+        actions = [action, *(other for other in others if other != action)][:count]
+        if len(actions) == count:
+            return [state] * count, actions
+    raise ValueError(f"no start state has {count} elements to click")
+
+
+def fresh_backend(spec: str, rows: int) -> TimedBackend:
+    """A backend of its own for one arm, warmed up (loaded) with a call of ``rows`` prompts, as a process
+    that steps one env (``rows=1``) or a vector env (``rows>1``) has it after its first step: a bare
+    shipped name serves single prompts on CTranslate2 and batches on transformers (``dynaweb_env.llm``)."""
+    backend = make_backend(spec, cache=False)
+    warm_up = [[{"role": "user", "content": f"Page {row}"}] for row in range(rows)]
+    backend.generate(warm_up, SamplingParams(max_new_tokens=1, temperature=0.0))
+    return TimedBackend(backend)
+
+
 def bench_dream(
     backend: TimedBackend, states, actions, max_new_tokens: int, batched: bool, output_mode: str | None = None
 ) -> dict:
@@ -240,19 +272,33 @@ def main(argv: Sequence[str] | None = None) -> dict:
         results["real_1"] = bench_real_single(args.real_steps, args.seed)
         results["real_4"] = bench_real_vector(4, args.real_steps + args.real_steps % 4, args.seed)
 
-    backend = TimedBackend(make_backend(args.world_model))
     states, actions = dream_start_states(8)
     results["dream_start_states"] = [
         {"task_id": s.task_id, "step_index": s.step_index, "action": a} for s, a in zip(states, actions, strict=True)
     ]
     mode = world_model_output_mode(args.world_model)
     results["world_model_output_mode"] = mode
-    results["dream_1"] = bench_dream(backend, states[:1], actions[:1], args.dream_tokens, False, mode)
-    results["dream_8_batched"] = bench_dream(backend, states, actions, args.dream_tokens, True, mode)
-    results["dream_8_sequential"] = bench_dream(backend, states, actions, args.dream_tokens, False, mode)
+    group_states, group_actions = group_start(8)
+    results["group_start_state"] = {
+        "task_id": group_states[0].task_id, "step_index": group_states[0].step_index, "actions": group_actions,
+    }  # fmt: skip
+    # Each way of stepping gets its own backend, as its own process would have it: one by one (and dream_1)
+    # on a backend that has only seen single prompts, batched on one that has seen a batch.
+    single = fresh_backend(args.world_model, 1)
+    results["engines"] = {"one_by_one": _engine(single.backend)}
+    results["dream_1"] = bench_dream(single, states[:1], actions[:1], args.dream_tokens, False, mode)
+    results["dream_8_sequential"] = bench_dream(single, states, actions, args.dream_tokens, False, mode)
+    results["group_8_sequential"] = bench_dream(single, group_states, group_actions, args.dream_tokens, False, mode)
+    del single
+    batch = fresh_backend(args.world_model, 2)
+    results["engines"]["batched"] = _engine(batch.backend)
+    results["dream_8_batched"] = bench_dream(batch, states, actions, args.dream_tokens, True, mode)
+    results["group_8_batched"] = bench_dream(batch, group_states, group_actions, args.dream_tokens, True, mode)
     batched, sequential = results["dream_8_batched"], results["dream_8_sequential"]
     results["dream_batched_over_sequential_time"] = batched["seconds"] / sequential["seconds"]
     results["generate_batched_over_sequential_time"] = batched["generate_seconds"] / sequential["generate_seconds"]
+    group_batched, group_sequential = results["group_8_batched"], results["group_8_sequential"]
+    results["group_batched_over_sequential_time"] = group_batched["seconds"] / group_sequential["seconds"]
 
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(results, indent=2) + "\n")
@@ -263,7 +309,8 @@ def main(argv: Sequence[str] | None = None) -> dict:
 
 def print_summary(results: dict) -> None:
     print("\nenvironment            transitions/s")
-    for key in ("real_1", "real_4", "dream_1", "dream_8_batched", "dream_8_sequential"):
+    arms = ("dream_8_batched", "dream_8_sequential", "group_8_batched", "group_8_sequential")
+    for key in ("real_1", "real_4", "dream_1", *arms):
         if key in results:
             print(f"  {key:<20} {results[key]['transitions_per_second']:8.3f}")
     batched, sequential = results["dream_8_batched"], results["dream_8_sequential"]
@@ -272,6 +319,14 @@ def print_summary(results: dict) -> None:
         f"(raw generate on the same prompts: {results['generate_batched_over_sequential_time']:.2f}x; "
         f"tokens {batched['generated_tokens']} vs {sequential['generated_tokens']})"
     )
+    if "group_batched_over_sequential_time" in results:
+        ratio = results["group_batched_over_sequential_time"]
+        print(f"one GSPO group of 8, batched / one by one: {ratio:.2f}x the time")
+
+
+def _engine(backend) -> str:
+    """The engine a backend serves on now (a routed backend's current one), for the record."""
+    return getattr(backend, "engine", None) or type(backend).__name__
 
 
 def _cpus() -> int:

@@ -312,7 +312,7 @@ def _recorded(spec: Any, key: str) -> str | None:
         return None
     text = os.fspath(spec).strip()
     prefix, colon, rest = text.partition(":")
-    if colon and prefix in ("ct2", "transformers", "hf"):  # a backend prefix names the same model or adapter
+    if colon and prefix in ("ct2", "auto", "transformers", "hf"):  # a backend prefix names the same model or adapter
         text = rest.strip()
     if text in SHIPPED_ADAPTERS and key == "output_mode":
         return SHIPPED_ADAPTERS[text].output_mode

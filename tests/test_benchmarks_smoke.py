@@ -194,6 +194,9 @@ def test_env_throughput_dreams_batched_and_one_by_one(tmp_path):
     run_main("env_throughput", ["--world-model", TINY, "--dream-tokens", "2", "--skip-real", "--output", str(output)])
     results = json.loads(output.read_text())
     assert results["dream_8_batched"]["num_envs"] == results["dream_8_sequential"]["num_envs"] == 8
+    group = results["group_start_state"]["actions"]
+    assert len(group) == len(set(group)) == 8  # one start state, 8 different actions
+    assert results["group_8_batched"]["generated_tokens"] == results["group_8_sequential"]["generated_tokens"]
 
 
 @pytest.mark.usefixtures("require_browser")
@@ -444,3 +447,10 @@ def test_every_benchmark_script_has_a_smoke_test_here():
     assert len(scripts) >= 17
     untested = [name for name in scripts if f'run_main("{name}"' not in this_file]
     assert not untested, f"no smoke test runs these benchmark scripts: {untested}"
+
+
+def test_engine_call_shapes_probe_runs(tmp_path):
+    argv = ["--world-model", TINY, "--max-new-tokens", "2", "--rows", "1", "2", "--shapes", "group"]
+    result = run_main("probes.engine_call_shapes", [*argv, "--output", str(tmp_path / "shapes.json")])
+    row = result["shapes"]["group"]["rows"]["2"]
+    assert set(row) == {"ct2", "transformers"} and row["ct2"]["tokens"][0] == row["ct2"]["tokens"][1]

@@ -20,7 +20,7 @@ from dynaweb_env.llm import (
     parse_backend_spec,
 )
 from dynaweb_env.llm import ct2_backend as engine_module
-from dynaweb_env.llm.ct2_backend import plan_groups
+from dynaweb_env.llm.ct2_backend import first_turn_length, plan_groups
 
 pytest.importorskip("ctranslate2", reason="needs the engine extra: pip install 'dynaweb[engine]'")
 
@@ -181,6 +181,22 @@ def test_shared_prefix_becomes_a_kept_static_prompt(engine):
         assert a.completion_ids == b.completion_ids == c.completion_ids == d.completion_ids
 
 
+def test_one_prompt_at_a_time_keeps_its_first_chat_turn(reference):
+    # A process stepping one env calls with one prompt at a time; the system turn, the same in every call, is
+    # prefilled once and kept from its second call on, and the greedy tokens stay the reference's.
+    engine = make_backend("ct2:tiny-random", quantization="float32", cache=False)
+    system = {"role": "system", "content": "You predict the next page of a web site. " * 4}
+    pages = [[system, {"role": "user", "content": f"Page {n}: a button 'Ok' and a link 'Next'."}] for n in range(3)]
+    ids = [engine.chat_prompt_ids(page) for page in pages]
+    turn = first_turn_length(ids[0])
+    assert turn >= 16 and ids[1][:turn] == ids[0][:turn] and ids[0][turn] == ids[0][0]  # up to <|im_start|>user
+    greedy = SamplingParams(max_new_tokens=6, temperature=0)
+    ours = [engine.generate([page], greedy)[0].completion_ids for page in pages]
+    assert tuple(ids[0][:turn]) in engine._cached_prompts
+    assert ours == [generation.completion_ids for generation in reference.generate(pages, greedy)]
+    assert first_turn_length([5, 6, 7]) == 0  # no turn marker comes back: no prefix
+
+
 def test_ragged_prompts_down_to_one_token_generate_as_alone(engine):
     # The engine would report the prompt tail of longer rows as generated tokens when the shortest
     # prompt leaves nothing to prefill; the backend keeps that from happening.
@@ -249,10 +265,10 @@ def test_float32_engine_gives_the_reference_greedy_tokens_in_any_batch(engine, r
 
 def test_shipped_names_default_to_the_engine_and_fall_back(monkeypatch):
     monkeypatch.delenv("DYNAWEB_ENGINE", raising=False)
-    assert parse_backend_spec("smollm2-135m-judge")["backend"] == "ct2"
+    assert parse_backend_spec("smollm2-135m-judge")["backend"] == "auto"  # the engine per call shape
     assert parse_backend_spec("transformers:smollm2-135m-judge")["backend"] == "transformers"
-    assert parse_backend_spec("smollm2-135m-wm")["backend"] == "ct2"
-    assert parse_backend_spec("smollm2-135m-wm-patch")["backend"] == "ct2"
+    assert parse_backend_spec("smollm2-135m-wm")["backend"] == "auto"
+    assert parse_backend_spec("smollm2-135m-wm-patch")["backend"] == "auto"
     assert parse_backend_spec("ct2:tiny-random") == {"backend": "ct2", "model": "tiny-random"}
     assert parse_backend_spec("tiny-random")["backend"] == "transformers"  # not frozen: stays the reference
     monkeypatch.setattr(ct2_convert, "engine_available", lambda: False)

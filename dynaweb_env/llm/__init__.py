@@ -8,8 +8,10 @@ Spec                            Backend
 ==============================  =================================================================
 ``smollm2-135m``                embedded model (see :mod:`dynaweb_env.models`), transformers
 ``tiny-random``                 embedded tiny random model, transformers (tests, smoke runs)
-``smollm2-135m-judge``          a shipped adapter (judge, world models): the CTranslate2 engine when it
-                                is installed, else transformers (see "Engine defaults" below)
+``smollm2-135m-judge``          a shipped adapter (judge, world models): ``auto:`` when CTranslate2 is
+                                installed, else transformers (see "Engine defaults" below)
+``auto:<ref>``                  the engine per call shape (:mod:`.routed_backend`): CTranslate2 for one
+                                prompt at a time, transformers from the first batch on
 ``ct2:<ref>``                   CTranslate2 (``pip install dynaweb[engine]``): an embedded name, a shipped
                                 adapter, a local checkpoint or adapter directory (converted once into
                                 the cache, adapters merged, float32 weights), or an already converted
@@ -28,11 +30,15 @@ Spec                            Backend
 ==============================  =================================================================
 
 A dict names the backend and its constructor arguments:
-``{"backend": "transformers" | "ct2" | "openai" | "vllm", "model": ..., **kwargs}`` (``openai`` also takes
+``{"backend": "transformers" | "ct2" | "auto" | "openai" | "vllm", "model": ..., **kwargs}`` (``openai`` also takes
 ``base_url``, and ``prompt_style`` / ``output_mode`` as above).
 
 Engine defaults: the shipped adapters are frozen models (world model, judge), so their bare names use
-the CTranslate2 engine wherever it is installed; ``transformers`` stays the reference and the fallback.
+the CTranslate2 engine wherever it is installed, for single prompts; a batch (a vector env's step, a host
+library's threads batched together) goes to transformers, which prefills a batch's shared prefix once and
+its rows without padding, where the engine is slower batched than one prompt at a time
+(``benchmarks/results/throughput/env_throughput_defaults.json``). ``transformers`` stays the reference and
+the fallback.
 The engine copies are float32: they give the reference's greedy tokens, where int8 matrix products change
 the world models' pages (on held-out transitions the tree world model loops until the token limit,
 ``benchmarks/results/world_model_rank_cut/wm_tree_rank8*.json``, and the patch world model's strict F1 falls from
@@ -40,7 +46,7 @@ the world models' pages (on held-out transitions the tree world model loops unti
 ``benchmarks/results/engine/engine_fidelity.json``). ``make_backend("ct2:<ref>", quantization="int8")`` asks for
 int8 all the same. Write ``transformers:smollm2-135m-judge`` for the
 reference, or set ``DYNAWEB_ENGINE=transformers`` to make every bare name resolve to it
-(``DYNAWEB_ENGINE=ct2`` makes a missing engine an error instead).
+(``DYNAWEB_ENGINE=ct2`` pins the engine for every call shape, and makes a missing engine an error).
 
 Backends are cached per process: the same spec (and keyword arguments) returns the same loaded
 backend, so several envs sharing a world model never load it twice. Pass ``cache=False`` for a
@@ -58,9 +64,9 @@ from urllib.parse import parse_qsl
 
 from .base import Conversation, Generation, GenerationBackend, GenerationError, SamplingParams
 
-_BACKEND_KINDS = ("transformers", "ct2", "openai", "vllm")
-#: Environment variable choosing what bare shipped-adapter names resolve to: ``auto`` (default: the engine
-#: when installed), ``ct2`` or ``transformers``.
+_BACKEND_KINDS = ("transformers", "ct2", "auto", "openai", "vllm")
+#: Environment variable choosing what bare shipped-adapter names resolve to: ``auto`` (default: the engine per
+#: call shape when CTranslate2 is installed, :mod:`.routed_backend`), ``ct2`` or ``transformers``.
 ENGINE_ENV_VAR = "DYNAWEB_ENGINE"
 _cache: dict[str, GenerationBackend] = {}
 _cache_lock = threading.Lock()
@@ -91,7 +97,7 @@ def parse_backend_spec(spec: str | dict[str, Any]) -> dict[str, Any]:
         text = rest
     elif colon and prefix.isidentifier() and not Path(text).exists():
         raise ValueError(
-            f"unknown backend prefix {prefix!r} in {spec!r}; known: ct2:, openai:, vllm:, hf:, transformers:"
+            f"unknown backend prefix {prefix!r} in {spec!r}; known: ct2:, auto:, openai:, vllm:, hf:, transformers:"
         )
     from ..models import EMBEDDED_MODELS, SHIPPED_ADAPTERS
 
@@ -107,7 +113,7 @@ def parse_backend_spec(spec: str | dict[str, Any]) -> dict[str, Any]:
 
 
 #: Spec prefixes followed by a model reference -> backend kind.
-_MODEL_PREFIXES = {"vllm": "vllm", "ct2": "ct2", "hf": "transformers"}
+_MODEL_PREFIXES = {"vllm": "vllm", "ct2": "ct2", "auto": "auto", "hf": "transformers"}
 
 
 def _dict_spec(spec: dict[str, Any]) -> dict[str, Any]:
@@ -187,8 +193,8 @@ def _openai_spec(rest: str, spec: str) -> dict[str, Any]:
 
 
 def default_engine() -> str:
-    """The backend bare shipped-adapter names resolve to: ``"ct2"`` where CTranslate2 is installed, else
-    ``"transformers"``; :data:`ENGINE_ENV_VAR` overrides it.
+    """The backend bare shipped-adapter names resolve to: ``"auto"`` (the engine per call shape) where
+    CTranslate2 is installed, else ``"transformers"``; :data:`ENGINE_ENV_VAR` overrides it.
 
     Raises:
         ValueError: If the variable holds anything else.
@@ -200,7 +206,7 @@ def default_engine() -> str:
         return choice
     from .ct2_convert import engine_available
 
-    return "ct2" if engine_available() else "transformers"
+    return "auto" if engine_available() else "transformers"
 
 
 def make_backend(
@@ -259,6 +265,10 @@ def _build(options: dict[str, Any]) -> GenerationBackend:
         for option in ("dtype", "share_prefix"):
             options.pop(option, None)
         return CT2Backend(model, **options)
+    if kind == "auto":
+        from .routed_backend import RoutedBackend
+
+        return RoutedBackend(model, **options)
     from .transformers_backend import TransformersBackend
 
     return TransformersBackend(model, **options)

@@ -75,6 +75,13 @@ class _Engine:
 EXPECTED_NEW_TOKENS = 64
 
 
+def first_turn_length(prompt: Sequence[int]) -> int:
+    """Tokens of a chat prompt's first turn: up to the second occurrence of its first token (``<|im_start|>``
+    in a ChatML template), or 0 when that token does not come back (one turn, or no turn markers)."""
+    start = prompt[0] if prompt else None
+    return next((index for index in range(1, len(prompt) - 1) if prompt[index] == start), 0)
+
+
 def plan_groups(
     lengths: Sequence[int],
     max_new_tokens: int,
@@ -252,6 +259,19 @@ class CT2Backend:
     def _cached_prompts(self) -> list[tuple[int, ...]]:
         return self._engine.cached
 
+    def unload(self) -> None:
+        """Free the weights of every engine this backend loaded, now, whoever still holds the backend; it cannot
+        generate afterwards."""
+        with self._lock:
+            spare, self._spare = self._spare, None
+            engines = [self._engine.generator]
+            if spare is not None and not spare.cancel():
+                with contextlib.suppress(RuntimeError, OSError):
+                    engines.append(spare.result().generator)
+            for generator in engines:
+                if generator is not None and generator.model_is_loaded:
+                    generator.unload_model()
+
     def reload(self, path: str | os.PathLike[str] | None = None) -> None:
         """Load the converted model again, from ``path`` if given (the trainer's weight sync)."""
         with self._lock:
@@ -351,14 +371,16 @@ class CT2Backend:
     def _static_prompt(self, engine: _Engine, prompts: list[list[int]], reused: bool) -> tuple[list[int], bool]:
         """The prefix of every prompt to prefill once for the call, and whether the engine keeps its state.
 
-        A prefix whose state the engine already holds costs nothing to prefill, but the rows' rests then
-        start there; a longer prefix shared by the whole call (a GRPO group) is prefilled once but may be
-        new. The cheaper of the two is taken. A new prefix is kept when several engine calls of this call
-        start from it (``reused``) or when it comes back in a later call, and at most
-        :data:`MAX_CACHED_PROMPTS` are: the engine never evicts a kept state. A disposable engine (a seeded
+        A single prompt's prefix is its first chat turn (:func:`first_turn_length`: the world model's or the
+        judge's system prompt, the same in every call), so that a process stepping one env at a time prefills
+        it once, not at every step. A prefix whose state the engine already holds costs nothing to prefill,
+        but the rows' rests then start there; a longer prefix shared by the whole call (a GRPO group) is
+        prefilled once but may be new. The cheaper of the two is taken. A new prefix is kept when several
+        engine calls of this call start from it (``reused``) or when it comes back in a later call, and at
+        most :data:`MAX_CACHED_PROMPTS` are: the engine never evicts a kept state. A disposable engine (a seeded
         call's) keeps what it computes, since its cache goes with it.
         """
-        shared = shared_prefix_length(prompts) if len(prompts) > 1 else 0
+        shared = shared_prefix_length(prompts) if len(prompts) > 1 else first_turn_length(prompts[0])
         shared = shared if shared >= MIN_STATIC_PROMPT else 0
         if engine.disposable:
             # A seeded call splits its prompts where they part, whatever the engine holds, so that the
@@ -461,6 +483,9 @@ class CT2Backend:
         finish = ["length"] * len(prompts)
         stops = bool(params.stop or params.stop_at_repeated_line)
         eos = set(self.eos_token_ids)
+        # The engine's worker thread holds this callback until its next job: it must not hold the backend, whose
+        # Generator CTranslate2 cannot destroy on its own worker thread (the process aborts).
+        tokenizer = self.tokenizer
 
         def on_token(step: Any) -> bool:
             row = step.batch_id
@@ -469,7 +494,7 @@ class CT2Backend:
             if step.token_id in eos:
                 finish[row] = "stop"
                 return False
-            if stops and (text := stop_text(self.tokenizer, completions[row], params)) is not None:
+            if stops and (text := stop_text(tokenizer, completions[row], params)) is not None:
                 finish[row], texts[row] = "stop", text
                 return True
             return False

@@ -1,0 +1,140 @@
+"""Which engine serves which call shape: CTranslate2 vs transformers on the world model's own prompts, A/B.
+
+    python -m benchmarks.probes.engine_call_shapes            # ~20 min on one core of the 2-core CPU
+    python -m benchmarks.probes.engine_call_shapes --rows 1 8 --shapes group
+
+The prompts are the default world model's, captured from a ``DreamWebVectorEnv`` step (greedy, the
+patch world model's 384-token budget) in two shapes:
+
+- ``mixed``: 8 start states of 8 tasks (``benchmarks/env_throughput.py``'s), pages of different lengths
+  behind the shared system prompt;
+- ``group``: one GSPO group, 8 different actions on one page (``env_throughput``'s group).
+
+For each shape and number of prompts, each engine generates the first ``rows`` prompts in one call
+(``batched``) and one call per prompt (``one_by_one``), on one warm backend per engine. Saved to
+``benchmarks/results/engine/engine_call_shapes.json``; :mod:`dynaweb_env.llm.routed_backend` takes its rule
+from it (CTranslate2 for one prompt, transformers from two).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+from dynaweb_env.llm import make_backend
+from dynaweb_env.llm.base import SamplingParams
+from dynaweb_env.models import DEFAULT_WORLD_MODEL, world_model_output_mode
+
+if not __package__:  # run as a file, not with -m: import `benchmarks` from the repository root
+    sys.path[0] = str(Path(__file__).resolve().parents[2])
+
+from benchmarks.env_throughput import TimedBackend, dream_start_states, group_start  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parents[1] / "results" / "engine" / "engine_call_shapes.json"
+ENGINES = ("ct2", "transformers")
+
+
+class RecordingBackend(TimedBackend):
+    """Records the token ids of every prompt it generates for."""
+
+    def reset_counters(self) -> None:
+        super().reset_counters()
+        self.prompts: list[list[int]] = []
+
+    def generate(self, conversations, params):
+        self.prompts += [self.backend.chat_prompt_ids(conversation) for conversation in conversations]
+        return super().generate(conversations, params)
+
+    def generate_from_ids(self, prompt_ids, params):
+        self.prompts += [list(ids) for ids in prompt_ids]
+        return super().generate_from_ids(prompt_ids, params)
+
+
+def world_model_prompts(backend, shape: str, max_new_tokens: int, output_mode: str | None) -> list[list[int]]:
+    """The 8 world-model prompts of one dream step of ``shape`` (``mixed`` or ``group``)."""
+    states, actions = group_start(8) if shape == "group" else dream_start_states(8)
+    recorder = RecordingBackend(backend)
+    env = gym.make_vec(
+        "DreamWeb-v0", num_envs=len(states), autoreset_mode=AutoresetMode.DISABLED, world_model=recorder,
+        world_model_temperature=0.0, max_new_tokens=max_new_tokens, output_mode=output_mode,
+    )  # fmt: skip
+    env.reset(seed=0)
+    for index, state in enumerate(states):
+        mask = np.zeros(len(states), dtype=bool)
+        mask[index] = True
+        env.reset(seed=index, options={"reset_mask": mask, "start_state": state})
+    recorder.reset_counters()
+    env.step(tuple(actions))
+    env.close()
+    return recorder.prompts
+
+
+def timed(backends: dict, prompts: list[list[int]], params: SamplingParams) -> dict:
+    """One call of all ``prompts`` on ``backends["batched"]``, then one call each on ``backends["one_by_one"]``."""
+    start = time.perf_counter()
+    batched = backends["batched"].generate_from_ids(prompts, params)
+    middle = time.perf_counter()
+    alone = [backends["one_by_one"].generate_from_ids([prompt], params)[0] for prompt in prompts]
+    end = time.perf_counter()
+    return {
+        "batched_seconds": round(middle - start, 2),
+        "one_by_one_seconds": round(end - middle, 2),
+        "tokens": [sum(len(g.completion_ids) for g in batched), sum(len(g.completion_ids) for g in alone)],
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--world-model", default=DEFAULT_WORLD_MODEL, help="a model both engines load")
+    parser.add_argument("--shapes", nargs="+", default=["mixed", "group"], choices=["mixed", "group"])
+    parser.add_argument("--rows", type=int, nargs="+", default=[1, 2, 4, 8], help="prompts per call (at most 8)")
+    parser.add_argument("--max-new-tokens", type=int, default=384)
+    parser.add_argument("--output", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    if not all(1 <= rows <= 8 for rows in args.rows):
+        parser.error("--rows must be between 1 and 8")
+    # Per engine, one backend for the batched calls and one that only ever sees single prompts: the engine keeps
+    # a batch's shared prefix for later calls, which a process that steps one env never has.
+    backends = {
+        name: {way: make_backend(f"{name}:{args.world_model}", cache=False) for way in ("batched", "one_by_one")}
+        for name in ENGINES
+    }
+    params = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=0.0)
+    load = [round(value, 1) for value in os.getloadavg()]
+    shapes: dict = {}
+    for shape in args.shapes:
+        mode = world_model_output_mode(args.world_model)
+        prompts = world_model_prompts(backends["transformers"]["batched"], shape, args.max_new_tokens, mode)
+        shapes[shape] = {"prompt_tokens": [len(prompt) for prompt in prompts], "rows": {}}
+        for rows in args.rows:
+            row = {name: timed(pair, prompts[:rows], params) for name, pair in backends.items()}
+            shapes[shape]["rows"][str(rows)] = row
+            print(shape, rows, json.dumps(row), flush=True)
+    result = {
+        "command": shlex.join(
+            ["python", "-m", "benchmarks.probes.engine_call_shapes", *(sys.argv[1:] if argv is None else argv)]
+        ),
+        "world_model": args.world_model,
+        "threads": os.environ.get("OMP_NUM_THREADS", "default"),
+        "shapes": shapes,
+        "load_average_at_start": load,
+        "load_average_at_end": [round(value, 1) for value in os.getloadavg()],
+    }
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"saved {args.output}")
+    return result
+
+
+if __name__ == "__main__":
+    main()
