@@ -53,15 +53,20 @@ class RecordingBackend(TimedBackend):
 
     def generate(self, conversations, params):
         self.prompts += [self.backend.chat_prompt_ids(conversation) for conversation in conversations]
+        self.params = params
         return super().generate(conversations, params)
 
     def generate_from_ids(self, prompt_ids, params):
         self.prompts += [list(ids) for ids in prompt_ids]
+        self.params = params
         return super().generate_from_ids(prompt_ids, params)
 
 
-def world_model_prompts(backend, shape: str, max_new_tokens: int, output_mode: str | None) -> list[list[int]]:
-    """The 8 world-model prompts of one dream step of ``shape`` (``mixed`` or ``group``)."""
+def world_model_prompts(
+    backend, shape: str, max_new_tokens: int, output_mode: str | None
+) -> tuple[list[list[int]], SamplingParams]:
+    """The 8 world-model prompts of one dream step of ``shape`` (``mixed`` or ``group``), and the world model's
+    sampling parameters (its stop rules included)."""
     states, actions = group_start(8) if shape == "group" else dream_start_states(8)
     recorder = RecordingBackend(backend)
     env = gym.make_vec(
@@ -76,7 +81,7 @@ def world_model_prompts(backend, shape: str, max_new_tokens: int, output_mode: s
     recorder.reset_counters()
     env.step(tuple(actions))
     env.close()
-    return recorder.prompts
+    return recorder.prompts, recorder.params
 
 
 def timed(backends: dict, prompts: list[list[int]], params: SamplingParams) -> dict:
@@ -109,12 +114,11 @@ def main(argv: Sequence[str] | None = None) -> dict:
         name: {way: make_backend(f"{name}:{args.world_model}", cache=False) for way in ("batched", "one_by_one")}
         for name in ENGINES
     }
-    params = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=0.0)
     load = [round(value, 1) for value in os.getloadavg()]
     shapes: dict = {}
     for shape in args.shapes:
         mode = world_model_output_mode(args.world_model)
-        prompts = world_model_prompts(backends["transformers"]["batched"], shape, args.max_new_tokens, mode)
+        prompts, params = world_model_prompts(backends["transformers"]["batched"], shape, args.max_new_tokens, mode)
         shapes[shape] = {"prompt_tokens": [len(prompt) for prompt in prompts], "rows": {}}
         for rows in args.rows:
             row = {name: timed(pair, prompts[:rows], params) for name, pair in backends.items()}
