@@ -33,6 +33,7 @@ from .base import (
     default_threads,
     request_seeds,
 )
+from .call_plan import EXPECTED_NEW_TOKENS, first_turn_length, plan_groups  # noqa: F401  (re-exported)
 from .ct2_convert import (
     DEFAULT_QUANTIZATION,
     ENGINE_INFO_FILE,
@@ -65,69 +66,6 @@ class _Engine:
     recent: list[tuple[int, ...]] = field(default_factory=list)
     #: Used for one seeded call and dropped: keeps every prefix it computes.
     disposable: bool = False
-
-
-#: Decoding steps :func:`plan_groups` expects of a call, whatever its token budget: the patch world model writes
-#: ~48 tokens a transition (384 allowed), a judge verdict and a policy turn at most 64. The plan must not depend
-#: on what earlier calls generated (a seeded call's samples depend on its grouping), so this is a constant.
-#: Costed at 256 steps instead, 8 dream pages went into calls of up to four and the batched dream step took
-#: 1.2x as long (``benchmarks/probes/engine_plan.py``: 48.6 / 45.1 s vs 40.1 / 36.1 s).
-EXPECTED_NEW_TOKENS = 64
-
-
-def first_turn_length(prompt: Sequence[int]) -> int:
-    """Tokens of a chat prompt's first turn: up to the second occurrence of its first token (``<|im_start|>``
-    in a ChatML template), or 0 when that token does not come back (one turn, or no turn markers)."""
-    start = prompt[0] if prompt else None
-    return next((index for index in range(1, len(prompt) - 1) if prompt[index] == start), 0)
-
-
-def plan_groups(
-    lengths: Sequence[int],
-    max_new_tokens: int,
-    max_batch_size: int,
-    decode_step_cost: float = 33.0,
-    row_step_cost: float = 0.55,
-    expected_new_tokens: int = EXPECTED_NEW_TOKENS,
-) -> list[list[int]]:
-    """Split a batch of prompts into engine calls, in prompt-length order, by a cost model.
-
-    CTranslate2 prefills the prompts of one call only up to the shortest one and feeds every longer
-    prompt's remaining tokens one decoding step at a time, for the whole call. So a call costs about
-    ``rows * shortest`` prefill tokens plus ``spread + new tokens`` batched decoding steps. On ~1,000-token
-    prompts with 96 new tokens, the measurement in DESIGN.md (7.37 tok/s single stream, 10.31 at batch 4,
-    prefill ~330 tok/s) puts one decoding step at ~100 ms, the time of ~33 prefill tokens
-    (``decode_step_cost``), growing by ~55% of that per extra row (``row_step_cost``). Contiguous groups
-    of the length-sorted prompts are chosen by dynamic programming to minimise the summed cost: equal
-    prompts (a GRPO group) decode together; prompts tens of tokens apart are cheaper one call each.
-
-    Args:
-        expected_new_tokens: The decoding steps a call is costed at, at most ``max_new_tokens``
-            (:data:`EXPECTED_NEW_TOKENS`).
-
-    Returns:
-        Groups of indices into ``lengths``; each group holds at most ``max_batch_size`` prompts.
-    """
-    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
-    steps = min(max_new_tokens, expected_new_tokens)  # outputs usually end well before the budget
-
-    def cost(first: int, last: int) -> float:  # group order[first:last]
-        rows = last - first
-        shortest, longest = lengths[order[first]], lengths[order[last - 1]]
-        return rows * shortest + (longest - shortest + steps) * decode_step_cost * (1 + row_step_cost * (rows - 1))
-
-    best = [0.0] + [float("inf")] * len(order)
-    cut = [0] * (len(order) + 1)
-    for last in range(1, len(order) + 1):
-        for first in range(max(0, last - max_batch_size), last):
-            total = best[first] + cost(first, last)
-            if total < best[last]:
-                best[last], cut[last] = total, first
-    groups, last = [], len(order)
-    while last > 0:
-        groups.append(order[cut[last] : last])
-        last = cut[last]
-    return groups[::-1]
 
 
 class CT2Backend:
