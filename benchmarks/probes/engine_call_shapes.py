@@ -27,10 +27,6 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import gymnasium as gym
-import numpy as np
-from gymnasium.vector import AutoresetMode
-
 from dynaweb_env.llm import make_backend
 from dynaweb_env.llm.base import SamplingParams
 from dynaweb_env.models import DEFAULT_WORLD_MODEL, world_model_output_mode
@@ -38,7 +34,7 @@ from dynaweb_env.models import DEFAULT_WORLD_MODEL, world_model_output_mode
 if not __package__:  # run as a file, not with -m: import `benchmarks` from the repository root
     sys.path[0] = str(Path(__file__).resolve().parents[2])
 
-from benchmarks.env_throughput import TimedBackend, dream_start_states, group_start  # noqa: E402
+from benchmarks.env_throughput import TimedBackend, bench_dream, dream_start_states, group_start  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "engine" / "engine_call_shapes.json"
 ENGINES = ("ct2", "transformers")
@@ -69,18 +65,7 @@ def world_model_prompts(
     sampling parameters (its stop rules included)."""
     states, actions = group_start(8) if shape == "group" else dream_start_states(8)
     recorder = RecordingBackend(backend)
-    env = gym.make_vec(
-        "DreamWeb-v0", num_envs=len(states), autoreset_mode=AutoresetMode.DISABLED, world_model=recorder,
-        world_model_temperature=0.0, max_new_tokens=max_new_tokens, output_mode=output_mode,
-    )  # fmt: skip
-    env.reset(seed=0)
-    for index, state in enumerate(states):
-        mask = np.zeros(len(states), dtype=bool)
-        mask[index] = True
-        env.reset(seed=index, options={"reset_mask": mask, "start_state": state})
-    recorder.reset_counters()
-    env.step(tuple(actions))
-    env.close()
+    bench_dream(recorder, states, actions, max_new_tokens, batched=True, output_mode=output_mode)
     return recorder.prompts, recorder.params
 
 
