@@ -49,7 +49,8 @@ from dynaweb_env.envs.dream import DreamWebEnv
 from dynaweb_env.experts import EXPERTS, get_expert
 from dynaweb_env.llm import make_backend
 from dynaweb_env.llm.base import Conversation, Generation, SamplingParams
-from dynaweb_env.models import DEFAULT_WORLD_MODEL, world_model_output_mode
+from dynaweb_env.models import DEFAULT_WORLD_MODEL, model_prompt_style, world_model_output_mode
+from dynaweb_env.world_model.model import OUTPUT_MODE_PROMPTS
 
 RESULTS = Path(__file__).parent / "results" / "throughput" / "env_throughput.json"
 
@@ -200,9 +201,13 @@ def group_start(count: int) -> tuple[list, list[str]]:
 def fresh_backend(spec: str, rows: int) -> TimedBackend:
     """A backend of its own for one arm, warmed up (loaded) with a call of ``rows`` prompts, as a process
     that steps one env (``rows=1``) or a vector env (``rows>1``) has it after its first step: a bare
-    shipped name serves single prompts on CTranslate2 and batches on transformers (``dynaweb_env.llm``)."""
+    shipped name serves single prompts on CTranslate2 and batches on transformers (``dynaweb_env.llm``),
+    and both keep the world model's system prompt from its first call on."""
     backend = make_backend(spec, cache=False)
-    warm_up = [[{"role": "user", "content": f"Page {row}"}] for row in range(rows)]
+    system = OUTPUT_MODE_PROMPTS[world_model_output_mode(spec) or "tree"](model_prompt_style(spec))
+    warm_up = [
+        [{"role": "system", "content": system}, {"role": "user", "content": f"Page {row}"}] for row in range(rows)
+    ]
     backend.generate(warm_up, SamplingParams(max_new_tokens=1, temperature=0.0))
     return TimedBackend(backend)
 

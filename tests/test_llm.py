@@ -258,6 +258,23 @@ def test_smollm2_prefill_strategies_change_nothing(smol, params):
             _check_aligned(a, params)
             assert a.text == b.text and a.completion_ids == b.completion_ids and a.prompt_ids == b.prompt_ids
             assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)) < 1e-3
+    # The system prompt's KV cache is kept between calls, and a single prompt starts from it too.
+    smol.share_prefix = False
+    try:
+        alone_full = smol.generate(conversations[2:], params)
+    finally:
+        smol.share_prefix = True
+    hits = smol.prefix_states.hits
+    again, alone = smol.generate(conversations, params), smol.generate(conversations[2:], params)
+    assert smol.prefix_states.hits == hits + 2
+    for a, b in zip([*again, *alone], [*variants[0], *alone_full], strict=True):
+        assert a.completion_ids == b.completion_ids
+        assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)) < 1e-3
+
+
+def test_a_live_model_keeps_no_prefix_between_calls(smol):
+    live = TransformersBackend(smol.model, smol.tokenizer)  # e.g. the trainer's policy: its weights change
+    assert live.prefix_states is None and smol.prefix_states is not None
 
 
 def test_cut_at_repeated_line():
@@ -319,6 +336,19 @@ def test_spec_grammar():
     assert parse_backend_spec({"backend": "openai", "model": "m", "base_url": "http://x"})["backend"] == "openai"
 
 
+def test_spec_query_options_reach_the_backend():
+    assert parse_backend_spec("transformers:tiny-random?dtype=bfloat16") == {
+        "backend": "transformers",
+        "model": "tiny-random",
+        "dtype": "bfloat16",
+    }
+    assert parse_backend_spec("ct2:tiny-random?quantization=int8")["quantization"] == "int8"
+    backend = make_backend("tiny-random?dtype=bfloat16", cache=False)
+    assert next(backend.model.parameters()).dtype == torch.bfloat16
+    [generation] = backend.generate(CONVERSATIONS[:1], GREEDY)
+    assert generation.completion_ids
+
+
 @pytest.mark.parametrize(
     "spec",
     [
@@ -331,6 +361,10 @@ def test_spec_grammar():
         "vllm:",
         "hf:",
         "mystery:thing",
+        "tiny-random?dtype",  # a query without a value
+        "tiny-random?colour=red",  # an unknown option
+        "ct2:tiny-random?dtype=bfloat16",  # an option of another backend
+        "tiny-random?dtype=float7",
         {"backend": "nope", "model": "m"},
         {"backend": "openai", "model": "m"},
         {"model": ""},

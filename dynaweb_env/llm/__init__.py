@@ -19,6 +19,8 @@ Spec                            Backend
 ``/path/to/checkpoint``         local checkpoint directory (also ``./rel`` or ``~/...``), transformers
 ``hf:<id-or-path>``             transformers ``from_pretrained(<id>)`` (a hub id needs network access)
 ``transformers:<ref>``          same as the bare forms above, spelled out
+``<model spec>?dtype=bfloat16``  options of a local model's backend: ``dtype`` (transformers, ``auto:``'s
+                                batches) and ``quantization`` (``ct2:``, ``auto:``'s single prompts)
 ``openai:<model>@<base_url>``   an OpenAI-compatible server, e.g.
                                 ``openai:Qwen/Qwen2.5-7B-Instruct@http://127.0.0.1:8000/v1``;
                                 ``?timeout=S&retries=N`` after the URL bounds each request
@@ -89,10 +91,12 @@ def parse_backend_spec(spec: str | dict[str, Any]) -> dict[str, Any]:
     prefix, colon, rest = text.partition(":")
     if colon and prefix == "openai":
         return _openai_spec(rest, spec)
+    text, query = _model_query(text, spec)
+    prefix, colon, rest = text.partition(":")
     if colon and prefix in _MODEL_PREFIXES:
         if not rest:
             raise ValueError(f"{prefix} spec must look like '{prefix}:<model>', got {spec!r}")
-        return {"backend": _MODEL_PREFIXES[prefix], "model": rest}
+        return _with_query({"backend": _MODEL_PREFIXES[prefix], "model": rest}, query, spec)
     if colon and prefix == "transformers":
         text = rest
     elif colon and prefix.isidentifier() and not Path(text).exists():
@@ -102,9 +106,9 @@ def parse_backend_spec(spec: str | dict[str, Any]) -> dict[str, Any]:
     from ..models import EMBEDDED_MODELS, SHIPPED_ADAPTERS
 
     if text in SHIPPED_ADAPTERS and not colon:
-        return {"backend": default_engine(), "model": text}
+        return _with_query({"backend": default_engine(), "model": text}, query, spec)
     if text in EMBEDDED_MODELS or text in SHIPPED_ADAPTERS or Path(text).expanduser().is_dir():
-        return {"backend": "transformers", "model": text}
+        return _with_query({"backend": "transformers", "model": text}, query, spec)
     raise ValueError(
         f"backend spec {spec!r} is neither an embedded model or shipped adapter "
         f"({', '.join([*EMBEDDED_MODELS, *SHIPPED_ADAPTERS])}) nor a local directory; "
@@ -114,6 +118,34 @@ def parse_backend_spec(spec: str | dict[str, Any]) -> dict[str, Any]:
 
 #: Spec prefixes followed by a model reference -> backend kind.
 _MODEL_PREFIXES = {"vllm": "vllm", "ct2": "ct2", "auto": "auto", "hf": "transformers"}
+#: Query options of a local model's spec string (``transformers:<ref>?dtype=bfloat16``) -> the backends that take them.
+MODEL_SPEC_OPTIONS = {
+    "dtype": ("transformers", "auto"),
+    "quantization": ("ct2", "auto"),
+}
+
+
+def _model_query(text: str, spec: str) -> tuple[str, dict[str, str]]:
+    """``<model spec>?key=value&...`` -> the spec without its query, and the query's options."""
+    base, mark, query = text.partition("?")
+    if not mark or Path(text).expanduser().exists():
+        return text, {}
+    try:
+        return base, dict(parse_qsl(query, strict_parsing=True))
+    except ValueError:
+        raise ValueError(f"malformed options {query!r} in {spec!r}; write e.g. '<model>?dtype=bfloat16'") from None
+
+
+def _with_query(options: dict[str, Any], query: dict[str, str], spec: str) -> dict[str, Any]:
+    """``options`` with the spec's query options, each checked against the backend it is for."""
+    for key, value in query.items():
+        kinds = MODEL_SPEC_OPTIONS.get(key)
+        if kinds is None:
+            raise ValueError(f"unknown option {key!r} in {spec!r}; known: {', '.join(MODEL_SPEC_OPTIONS)}")
+        if options["backend"] not in kinds:
+            raise ValueError(f"option {key!r} in {spec!r} is for the {' and '.join(kinds)} backends only")
+        options[key] = value
+    return options
 
 
 def _dict_spec(spec: dict[str, Any]) -> dict[str, Any]:

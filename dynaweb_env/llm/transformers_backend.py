@@ -30,6 +30,7 @@ from .base import (
     sequence_seeds,
     validate_conversation,
 )
+from .call_plan import first_turn_length
 
 DEFAULT_MAX_BATCH_SIZE = 16
 #: How :class:`TransformersBackend` may decode: ``"loop"`` (its own loop), ``"generate"`` (transformers'
@@ -150,7 +151,9 @@ class TransformersBackend:
     CPU each rest is prefilled alone (prefill is compute-bound there, so padding would cost as much as
     real tokens) and the rows are then stacked into one left-padded cache; the KV cache grows in place
     (:mod:`~dynaweb_env.llm.kv_cache`). The outputs are those of one padded full prefill up to
-    floating-point rounding.
+    floating-point rounding. A model the backend loaded itself is frozen, so the KV cache of its prompts'
+    common first chat turn (the system prompt) is also kept between calls (:attr:`prefix_states`), as
+    CTranslate2 keeps its static prompt: a call then prefills only what follows it, one prompt or many.
 
     What each :class:`~dynaweb_env.llm.base.Generation` holds:
 
@@ -182,7 +185,8 @@ class TransformersBackend:
         dtype: Weights dtype when loading (default float32 on CPU, bfloat16 on CUDA).
         max_batch_size: Most sequences decoded together.
         model_name: Name for logs; defaults to the reference or the model's ``name_or_path``.
-        share_prefix: Prefill a prefix shared by all prompts of a batch once (see above; own loop only).
+        share_prefix: Prefill a prefix shared by all prompts of a batch once, and keep the first chat turn's
+            between calls for a model loaded here (see above; own loop only).
         decoding: ``"loop"`` (the loop above), ``"generate"`` (transformers' ``model.generate``, see
             :mod:`~dynaweb_env.llm.hf_generate`: same log-probabilities and stop rules, but a row's sample then
             depends on the other rows of its batch) or ``"auto"`` (the loop on a CPU, ``generate`` elsewhere:
@@ -236,6 +240,13 @@ class TransformersBackend:
         # goes in 5.40; earlier ones know only `past_key_values`.
         self._cache_keyword = "cache" if "cache" in forward_parameters else "past_key_values"
         self._lock = threading.Lock()
+        #: The first chat turn's KV cache, kept between calls: only for a model this backend loaded (a model passed
+        #: in, such as the trainer's live policy, changes between calls).
+        self.prefix_states: Any = None
+        if share_prefix and isinstance(model, (str, os.PathLike)):
+            from .kv_cache import PrefixStates
+
+            self.prefix_states = PrefixStates()
         #: Prefill each prompt's rest alone (no padding computed) rather than in one padded batch: see `_prefill`.
         self.prefill_rows_alone = self.device.type == "cpu"
         self.decoding, self.compile = decoding_plan(self.device, decoding, compile)
@@ -371,6 +382,8 @@ class TransformersBackend:
         device = self.device
         shared = shared_prefix_length(prompts) if self.share_prefix and len(prompts) > 1 else 0
         shared = shared if shared >= MIN_SHARED_PREFIX else 0
+        kept = self._kept_prefix_length(prompts, shared)
+        shared = max(shared, kept)
         suffixes = [ids[shared:] for ids in prompts]
         width = max(len(ids) for ids in suffixes)
         attention_mask = torch.zeros((len(prompts), shared + width), dtype=torch.long)
@@ -379,8 +392,14 @@ class TransformersBackend:
             attention_mask[row, shared + width - len(ids) :] = 1
         attention_mask = attention_mask.to(device)
         cache = GrowingCache()
-        if shared:
-            self._forward(torch.tensor([prompts[0][:shared]], device=device), cache)
+        if kept:
+            prefix = prompts[0][:kept]
+            cache = self.prefix_states.cache_for(
+                prefix, lambda fresh: self._forward(torch.tensor([prefix], device=device), fresh)
+            )
+        if shared > kept:
+            positions = torch.arange(kept, shared, device=device)[None]
+            self._forward(torch.tensor([prompts[0][kept:shared]], device=device), cache, position_ids=positions)
         if self.prefill_rows_alone and len(prompts) > 1:
             logits, cache = self._prefill_rows(suffixes, shared, width, cache)
             return logits, cache, attention_mask
@@ -392,6 +411,15 @@ class TransformersBackend:
         position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)[:, shared:]
         logits = self._forward(input_ids.to(device), cache, attention_mask=attention_mask, position_ids=position_ids)
         return logits, cache, attention_mask
+
+    def _kept_prefix_length(self, prompts: list[list[int]], shared: int) -> int:
+        """Tokens of the prompts' common first chat turn (the system prompt), whose KV cache :attr:`prefix_states`
+        keeps between calls; 0 where nothing is kept (a live model, or no common first turn)."""
+        if self.prefix_states is None or not self.share_prefix:
+            return 0
+        turn = first_turn_length(prompts[0])
+        limit = shared if len(prompts) > 1 else len(prompts[0]) - 1
+        return turn if MIN_SHARED_PREFIX <= turn <= limit else 0
 
     def _prefill_rows(
         self, suffixes: list[list[int]], shared: int, width: int, prefix: Any
