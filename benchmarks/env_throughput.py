@@ -14,8 +14,9 @@ What it measures (saved to ``benchmarks/results/throughput/env_throughput.json``
   warmed up as its own process would have it (a bare shipped name serves single prompts on
   CTranslate2 and batches on transformers: ``dynaweb_env.llm.routed_backend``; ``engines`` records
   which served each arm). Both decode greedily, so they generate the same next pages (the token
-  counts are reported to show it). Beside the env ratio, the ratio of the time spent inside
-  ``generate`` is reported: the env's own overhead should be near zero.
+  counts are reported to show it). The dreams that end on the step are judged, also on a judge of
+  each arm's own (``judge_seconds``). Beside the env ratio, the ratio of the time spent inside the world
+  model's ``generate`` is reported: the env's own overhead should be near zero.
 - ``group_8_batched`` vs ``group_8_sequential``: the shape ``dynaweb-train`` steps, a GSPO group: 8
   sub-envs reset to one start state (the trainer resets a group together), each taking a different
   action on that page (the expert's, then clicks on the page's other elements, as sampled members
@@ -49,7 +50,8 @@ from dynaweb_env.envs.dream import DreamWebEnv
 from dynaweb_env.experts import EXPERTS, get_expert
 from dynaweb_env.llm import make_backend
 from dynaweb_env.llm.base import Conversation, Generation, SamplingParams
-from dynaweb_env.models import DEFAULT_WORLD_MODEL, model_prompt_style, world_model_output_mode
+from dynaweb_env.models import DEFAULT_JUDGE, DEFAULT_WORLD_MODEL, model_prompt_style, world_model_output_mode
+from dynaweb_env.world_model.judge import judge_system_prompt
 from dynaweb_env.world_model.model import OUTPUT_MODE_PROMPTS
 
 RESULTS = Path(__file__).parent / "results" / "throughput" / "env_throughput.json"
@@ -198,31 +200,47 @@ def group_start(count: int) -> tuple[list, list[str]]:
     raise ValueError(f"no start state has {count} elements to click")
 
 
-def fresh_backend(spec: str, rows: int) -> TimedBackend:
+def system_prompt(spec: str, role: str) -> str:
+    """The system prompt the env gives the model ``spec`` names as its world model or judge (``role``)."""
+    style = model_prompt_style(spec)
+    if role == "judge":
+        return judge_system_prompt(style)
+    return OUTPUT_MODE_PROMPTS[world_model_output_mode(spec) or "tree"](style)
+
+
+def fresh_backend(spec: str, rows: int, role: str = "world_model") -> TimedBackend:
     """A backend of its own for one arm, warmed up (loaded) with a call of ``rows`` prompts, as a process
     that steps one env (``rows=1``) or a vector env (``rows>1``) has it after its first step: a bare
     shipped name serves single prompts on CTranslate2 and batches on transformers (``dynaweb_env.llm``),
-    and both keep the world model's system prompt from its first call on."""
+    and both keep the model's system prompt (its ``role``'s) from its first call on."""
     backend = make_backend(spec, cache=False)
-    system = OUTPUT_MODE_PROMPTS[world_model_output_mode(spec) or "tree"](model_prompt_style(spec))
-    warm_up = [
-        [{"role": "system", "content": system}, {"role": "user", "content": f"Page {row}"}] for row in range(rows)
-    ]
+    system = system_prompt(spec, role)
+    warm_up = [[{"role": "system", "content": system}, {"role": "user", "content": f"Page {i}"}] for i in range(rows)]
     backend.generate(warm_up, SamplingParams(max_new_tokens=1, temperature=0.0))
     return TimedBackend(backend)
 
 
 def bench_dream(
-    backend: TimedBackend, states, actions, max_new_tokens: int, batched: bool, output_mode: str | None = None
+    backend: TimedBackend,
+    states,
+    actions,
+    max_new_tokens: int,
+    batched: bool,
+    output_mode: str | None = None,
+    judge: TimedBackend | None = None,
 ) -> dict:
     """One dream step from each start state, batched in a vector env or one env at a time.
 
     ``output_mode``: the world model's (``patch`` for the shipped default); a bare backend records none.
+    ``judge``: the judge of the dreams that end on this step (default: the env's, shared by every arm).
     """
     kwargs = dict(
         world_model=backend, world_model_temperature=0.0, max_new_tokens=max_new_tokens, dream_length=5,
         output_mode=output_mode,
     )  # fmt: skip
+    if judge is not None:
+        kwargs["judge"] = judge
+        judge.reset_counters()
     backend.reset_counters()
     if batched:
         env = gym.make_vec("DreamWeb-v0", num_envs=len(states), autoreset_mode=AutoresetMode.DISABLED, **kwargs)
@@ -251,7 +269,8 @@ def bench_dream(
         "generate_calls": backend.calls,
         "generate_seconds": backend.seconds,
         "generated_tokens": backend.tokens,
-        "env_overhead_seconds": seconds - backend.seconds,
+        "env_overhead_seconds": seconds - backend.seconds - (judge.seconds if judge else 0.0),
+        **({"judge_calls": judge.calls, "judge_seconds": judge.seconds} if judge else {}),
     }
 
 
@@ -261,6 +280,9 @@ def main(argv: Sequence[str] | None = None) -> dict:
         "--world-model", default=DEFAULT_WORLD_MODEL,
         help=f"backend spec of the world model (default: DreamWeb-v0's, {DEFAULT_WORLD_MODEL}, in its output mode)",
     )  # fmt: skip
+    parser.add_argument(
+        "--judge", default=DEFAULT_JUDGE, help=f"backend spec of the judge (default: DreamWeb-v0's, {DEFAULT_JUDGE})"
+    )
     parser.add_argument("--dream-tokens", type=int, default=384, help="max new tokens per world-model call")
     parser.add_argument("--real-steps", type=int, default=30, help="transitions per real-env measurement")
     parser.add_argument("--seed", type=int, default=0)
@@ -289,15 +311,17 @@ def main(argv: Sequence[str] | None = None) -> dict:
     }  # fmt: skip
     # Each way of stepping gets its own backend, as its own process would have it: one by one (and dream_1)
     # on a backend that has only seen single prompts, batched on one that has seen a batch.
-    single = fresh_backend(args.world_model, 1)
+    # So does the judge of the dreams that end on the step.
+    results["judge"] = args.judge
+    single, judge = fresh_backend(args.world_model, 1), fresh_backend(args.judge, 1, "judge")
     results["engines"] = {"one_by_one": _engine(single.backend)}
-    results["dream_1"] = bench_dream(single, states[:1], actions[:1], args.dream_tokens, False, mode)
-    results["dream_8_sequential"] = bench_dream(single, states, actions, args.dream_tokens, False, mode)
+    for key, arm in (("dream_1", (states[:1], actions[:1])), ("dream_8_sequential", (states, actions))):
+        results[key] = bench_dream(single, *arm, args.dream_tokens, False, mode, judge)
     results["group_8_sequential"] = bench_dream(single, group_states, group_actions, args.dream_tokens, False, mode)
-    del single
-    batch = fresh_backend(args.world_model, 2)
+    del single, judge
+    batch, judge = fresh_backend(args.world_model, 2), fresh_backend(args.judge, 2, "judge")
     results["engines"]["batched"] = _engine(batch.backend)
-    results["dream_8_batched"] = bench_dream(batch, states, actions, args.dream_tokens, True, mode)
+    results["dream_8_batched"] = bench_dream(batch, states, actions, args.dream_tokens, True, mode, judge)
     results["group_8_batched"] = bench_dream(batch, group_states, group_actions, args.dream_tokens, True, mode)
     batched, sequential = results["dream_8_batched"], results["dream_8_sequential"]
     results["dream_batched_over_sequential_time"] = batched["seconds"] / sequential["seconds"]

@@ -302,15 +302,19 @@ WORLD_MODEL_INFO_FILE = "dynaweb_world_model.json"
 
 def _recorded(spec: Any, key: str) -> str | None:
     """``key`` of a shipped adapter, or as recorded in a checkpoint directory's :data:`WORLD_MODEL_INFO_FILE`,
-    or as an ``openai:`` or dict spec states it (``openai:wm@http://host:8000/v1?prompt_style=compact``)."""
+    or as an ``openai:`` or dict spec states it (``openai:wm@http://host:8000/v1?prompt_style=compact``); for a
+    backend object, that of the model it was built from (its ``model_name``)."""
     if isinstance(spec, dict) or (isinstance(spec, str) and spec.strip().startswith("openai:")):
         from .llm import parse_backend_spec
 
         options = parse_backend_spec(spec)
         return options[key] if key in options else _recorded(options["model"], key)
     if not isinstance(spec, (str, os.PathLike)):
-        return None
+        name = getattr(spec, "model_name", None)  # e.g. make_backend("smollm2-135m-wm-patch"), or a wrapper of it
+        return _recorded(name, key) if isinstance(name, str) and name.strip() else None
     text = os.fspath(spec).strip()
+    if "?" in text and not Path(text).expanduser().exists():  # a spec's backend options: `<model>?dtype=...`
+        text = text.partition("?")[0]
     prefix, colon, rest = text.partition(":")
     if colon and prefix in ("ct2", "auto", "transformers", "hf"):  # a backend prefix names the same model or adapter
         text = rest.strip()

@@ -191,7 +191,8 @@ def test_engine_throughput_times_every_section_and_a_weight_sync(tmp_path):
 
 def test_env_throughput_dreams_batched_and_one_by_one(tmp_path):
     output = tmp_path / "env_throughput.json"
-    run_main("env_throughput", ["--world-model", TINY, "--dream-tokens", "2", "--skip-real", "--output", str(output)])
+    argv = ["--world-model", TINY, "--judge", TINY, "--dream-tokens", "2", "--skip-real", "--output", str(output)]
+    run_main("env_throughput", argv)
     results = json.loads(output.read_text())
     assert results["dream_8_batched"]["num_envs"] == results["dream_8_sequential"]["num_envs"] == 8
     group = results["group_start_state"]["actions"]

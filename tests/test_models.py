@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -202,6 +203,10 @@ def test_ship_adapter_copies_the_adapter_and_checks_its_mode(tmp_path, monkeypat
     assert models.model_prompt_style("test-wm") == "compact" and models.world_model_output_mode("test-wm") == "patch"
     # A backend prefix names the same adapter: the engine prompts it as it was trained.
     assert models.model_prompt_style(f"ct2:{trained}") == "compact" == models.model_prompt_style("ct2:test-wm")
+    # So do a spec's backend options, and a backend object built from the adapter (or a wrapper naming it).
+    assert models.model_prompt_style(f"transformers:{trained}?dtype=bfloat16") == "compact"
+    assert models.world_model_output_mode(types.SimpleNamespace(model_name=str(trained))) == "patch"
+    assert models.model_prompt_style(types.SimpleNamespace(model_name="")) == "paper"
     (trained / models.WORLD_MODEL_INFO_FILE).write_text('{"output_mode": "tree"}')
     with pytest.raises(ValueError, match="trained for output_mode='tree'"):
         ship_adapter(trained, "test-wm")
