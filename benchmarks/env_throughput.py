@@ -293,7 +293,12 @@ def main(argv: Sequence[str] | None = None) -> dict:
     results: dict = {
         "command": "python " + " ".join([sys.argv[0], *(argv if argv is not None else sys.argv[1:])]),
         "config": vars(args) | {"output": str(args.output)},
-        "machine": {"platform": platform.platform(), "processor": platform.processor(), "cpus": _cpus()},
+        "machine": {
+            "platform": platform.platform(),
+            "processor": platform.processor(),
+            "cpus": _cpus(),
+            "cores_used": _cores_used(),
+        },
     }
     if not args.skip_real:
         results["real_1"] = bench_real_single(args.real_steps, args.seed)
@@ -360,6 +365,11 @@ def _engine(backend) -> str:
 
 def _cpus() -> int:
     return os.cpu_count() or 0
+
+
+def _cores_used() -> int:
+    """Cores this process may run on (``taskset`` pins it to fewer than the machine has)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else _cpus()
 
 
 if __name__ == "__main__":
