@@ -4,13 +4,13 @@ On a CPU the two engines are fast at different call shapes (``benchmarks/probes/
 ``benchmarks/results/engine/engine_call_shapes.json``, the default world model's prompts on one core):
 
 - **One prompt**: CTranslate2 decodes without per-token Python overhead and keeps the system prompt
-  between calls; 8 dream pages one at a time take 0.64x of transformers' time (28.6 s vs 44.4 s).
+  between calls; 8 dream pages one at a time take 0.81x of transformers' time (28.4 s vs 35.1 s).
 - **A batch**: CTranslate2 prefills a batch only up to its shortest prompt and feeds every longer
   prompt's remaining tokens one decoding step at a time.
   :class:`~dynaweb_env.llm.transformers_backend.TransformersBackend` prefills the shared prefix once
   and each prompt's rest alone, then decodes all rows together; it is the faster at every batch of
-  2 to 8 pages, e.g. 8 pages of 8 tasks in 0.74x of the engine's time (19.4 s vs 26.3 s) and a GSPO
-  group of 8 in 0.57x (11.2 s vs 19.7 s).
+  2 to 8 pages, e.g. 8 pages of 8 tasks in 0.85x of the engine's time (18.5 s vs 21.8 s) and a GSPO
+  group of 8 in 0.47x (7.0 s vs 14.8 s).
 
 :class:`RoutedBackend` serves one model with whichever fits the call, loading each engine on first
 use and never holding both: single prompts go to the engine until a batch arrives; from then on
