@@ -7,7 +7,8 @@ state save itself through :func:`write_trainer_state` instead, so the file is th
 checkpoint whose state does not parse all the same (written before this rule, or damaged since) is skipped by
 :func:`~dynaweb_trainer.model_loading.last_checkpoint` with a warning.
 
-Ctrl-C (SIGINT) is handled the same way by every training command (``dynaweb-train``, ``dynaweb-sft``,
+Ctrl-C (SIGINT), and SIGTERM (``kill <pid>``: a background job ignores SIGINT), are handled the same way by
+every training command (``dynaweb-train``, ``dynaweb-sft``,
 ``dynaweb-train-wm``): :func:`checkpoint_on_interrupt` saves the last finished update as a checkpoint (the
 Trainer's own save, so ``--resume`` goes on from it) and raises :class:`TrainingInterrupted`, and the command
 prints :func:`exit_interrupted`'s one line and exits 130.
@@ -18,6 +19,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -104,6 +106,7 @@ def save_after_interrupt(trainer: Any, output_dir: str | os.PathLike[str]) -> st
         was saved.
     """
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    previous_term = signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
         _close_progress_bars(trainer)  # the message is the last line, not a progress bar redrawn after it
         step = trainer.state.global_step if trainer is not None else 0
@@ -122,6 +125,7 @@ def save_after_interrupt(trainer: Any, output_dir: str | os.PathLike[str]) -> st
                 saved = f"could not save a checkpoint ({type(error).__name__}: {error})"
     finally:
         signal.signal(signal.SIGINT, previous)
+        signal.signal(signal.SIGTERM, previous_term)
     return f"interrupted after update {step}; {saved}; {_how_to_go_on(output_dir)}"
 
 
@@ -136,12 +140,24 @@ def checkpoint_on_interrupt(trainer: Any, output_dir: str | os.PathLike[str]) ->
     Raises:
         TrainingInterrupted: On Ctrl-C, after :func:`save_after_interrupt`.
     """
+    previous = None
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        previous = signal.signal(signal.SIGTERM, _interrupt)  # `kill <pid>` of a background run: as Ctrl-C
     try:
         yield
     except TrainingInterrupted:
         raise
     except KeyboardInterrupt:
         raise TrainingInterrupted(save_after_interrupt(trainer, output_dir)) from None
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    """SIGTERM while training: stop as Ctrl-C does. A job started in the background by a script ignores SIGINT
+    (the shell's rule for background jobs), so ``kill -TERM`` is how such a run is stopped with a checkpoint."""
+    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def exit_interrupted(prog: str, interrupt: KeyboardInterrupt, output_dir: str | os.PathLike[str]) -> int:

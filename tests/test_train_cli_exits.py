@@ -1,5 +1,5 @@
-"""The training commands end cleanly: ``dynaweb-train`` names a rejected config's file and line, and Ctrl-C during
-``dynaweb-train``, ``dynaweb sft`` or ``dynaweb train-wm`` saves the last finished update as a checkpoint that
+"""The training commands end cleanly: ``dynaweb-train`` names a rejected config's file and line, and Ctrl-C (or SIGTERM)
+during ``dynaweb-train``, ``dynaweb sft`` or ``dynaweb train-wm`` saves the last finished update as a checkpoint that
 ``--resume`` goes on from, says so in one line, and exits 130 without a traceback."""
 
 from __future__ import annotations
@@ -87,8 +87,9 @@ def _dynaweb(*arguments: str) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("subcommand", ["sft", "train-wm"])
-def test_ctrl_c_on_an_sft_command_saves_a_checkpoint_that_resumes(tmp_path: Path, subcommand: str) -> None:
+@pytest.mark.parametrize("subcommand, stop", [("sft", signal.SIGINT), ("train-wm", signal.SIGTERM)])
+def test_ctrl_c_on_an_sft_command_saves_a_checkpoint_that_resumes(tmp_path: Path, subcommand: str, stop) -> None:
+    """Ctrl-C, or ``kill`` (SIGTERM, how a background run is stopped: it ignores SIGINT), saves and resumes."""
     output_dir = tmp_path / subcommand
     command = _dynaweb(subcommand, *SFT_TINY, "--output_dir", str(output_dir))
     environment = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -108,7 +109,7 @@ def test_ctrl_c_on_an_sft_command_saves_a_checkpoint_that_resumes(tmp_path: Path
         deadline = time.monotonic() + 600
         while not logged.wait(timeout=1):  # until an update has finished
             assert process.poll() is None and time.monotonic() < deadline, "".join(output)[-3000:]
-        process.send_signal(signal.SIGINT)
+        process.send_signal(stop)
         process.wait(timeout=300)
         reader.join(timeout=60)
     finally:
