@@ -335,22 +335,6 @@ def world_model_output_mode(spec: Any) -> str | None:
     return _recorded(spec, "output_mode")
 
 
-def default_max_new_tokens(spec: Any, default: int) -> int:
-    """The generation budget to use for the model ``spec`` names when its caller set none: an embedded model's
-    own (:attr:`EmbeddedModel.max_new_tokens`, e.g. ``tiny-random``'s 16), else ``default``."""
-    if isinstance(spec, (dict, str)):
-        from .llm import parse_backend_spec
-
-        try:
-            name = parse_backend_spec(spec).get("model")
-        except ValueError:  # a malformed spec is reported where the backend is built
-            return default
-        model = EMBEDDED_MODELS.get(name) if isinstance(name, str) else None
-        if model is not None and model.max_new_tokens is not None:
-            return model.max_new_tokens
-    return default
-
-
 def model_prompt_style(spec: Any) -> str:
     """The prompt style a world model or judge must be prompted in: the one it was trained on (a shipped
     adapter's, or recorded by ``dynaweb-train-wm``), else ``"paper"`` (a prompted model learns the task from

@@ -130,11 +130,27 @@ def _navigation_refusal(action: Action, episode: DreamEpisode) -> str:
     return ""
 
 
+def default_max_new_tokens(spec: Any, default: int) -> int:
+    """The generation budget to use for the model ``spec`` names when its caller set none: an embedded model's
+    own (:attr:`EmbeddedModel.max_new_tokens`, e.g. ``tiny-random``'s 16), else ``default``."""
+    if isinstance(spec, (dict, str)):
+        from ..llm import parse_backend_spec
+        from ..models import EMBEDDED_MODELS
+
+        try:
+            name = parse_backend_spec(spec).get("model")
+        except ValueError:  # a malformed spec is reported where the backend is built
+            return default
+        model = EMBEDDED_MODELS.get(name) if isinstance(name, str) else None
+        if model is not None and model.max_new_tokens is not None:
+            return model.max_new_tokens
+    return default
+
+
 def generation_budgets(world_model: Any, judge: Any, max_new_tokens: int | None, judge_max_new_tokens: int | None):
     """``(max_new_tokens, judge_max_new_tokens)`` with each ``None`` replaced by its model's default budget:
     :data:`DEFAULT_MAX_NEW_TOKENS` / :data:`DEFAULT_JUDGE_MAX_NEW_TOKENS`, or an embedded model's own
-    (``tiny-random``: 16, :func:`~dynaweb_env.models.default_max_new_tokens`)."""
-    from ..models import default_max_new_tokens
+    (``tiny-random``: 16, :func:`default_max_new_tokens`)."""
     from .dream_setup import WORLD_MODEL_JUDGE
 
     judge = world_model if judge in (WORLD_MODEL_JUDGE, "world-model") else judge

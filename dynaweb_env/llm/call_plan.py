@@ -1,7 +1,8 @@
 """How :class:`~dynaweb_env.llm.ct2_backend.CT2Backend` splits a call into engine calls and prompt prefixes.
 
-Pure functions of token ids and lengths (no engine needed): :func:`first_turn_length`, the prefix of a single
-prompt the engine keeps between calls, and :func:`plan_groups`, which prompts of a batch decode together.
+Pure functions of token ids and lengths (no engine needed), shared by both local backends:
+:func:`shared_prefix_length`, the prefix a batch's prompts share; :func:`first_turn_length`, the prefix of a prompt
+kept between calls; and :func:`plan_groups`, which prompts of a CTranslate2 batch decode together.
 """
 
 from __future__ import annotations
@@ -14,6 +15,25 @@ from collections.abc import Sequence
 #: Costed at 256 steps instead, 8 dream pages went into calls of up to four and the batched dream step took
 #: 1.2x as long (``benchmarks/probes/engine_plan.py``: 48.6 / 45.1 s vs 40.1 / 36.1 s).
 EXPECTED_NEW_TOKENS = 64
+
+#: Fewest leading tokens the prompts of a batch must share before they are prefilled once for all rows.
+MIN_SHARED_PREFIX = 16
+
+
+def shared_prefix_length(prompts: Sequence[Sequence[int]]) -> int:
+    """Length of the longest token prefix common to all ``prompts``, leaving every prompt at least one token.
+
+    (Each row's last prompt token must go through the model with the row's own suffix, so that its logits
+    give the row's first generated token.)
+    """
+    if not prompts:
+        return 0
+    limit = min(len(ids) for ids in prompts) - 1
+    first = prompts[0]
+    length = 0
+    while length < limit and all(ids[length] == first[length] for ids in prompts[1:]):
+        length += 1
+    return length
 
 
 def first_turn_length(prompt: Sequence[int]) -> int:
@@ -71,4 +91,4 @@ def plan_groups(
     return groups[::-1]
 
 
-__all__ = ["EXPECTED_NEW_TOKENS", "first_turn_length", "plan_groups"]
+__all__ = ["EXPECTED_NEW_TOKENS", "MIN_SHARED_PREFIX", "first_turn_length", "plan_groups", "shared_prefix_length"]

@@ -33,7 +33,7 @@ from .base import (
     default_threads,
     request_seeds,
 )
-from .call_plan import EXPECTED_NEW_TOKENS, first_turn_length, plan_groups  # noqa: F401  (re-exported)
+from .call_plan import EXPECTED_NEW_TOKENS, first_turn_length, plan_groups, shared_prefix_length  # noqa: F401
 from .ct2_convert import (
     DEFAULT_QUANTIZATION,
     ENGINE_INFO_FILE,
@@ -41,7 +41,7 @@ from .ct2_convert import (
     is_engine_dir,
     prepare_engine_model,
 )
-from .transformers_backend import shared_prefix_length, stop_text
+from .transformers_backend import stop_text
 
 DEFAULT_MAX_BATCH_SIZE = 16
 #: Fewest leading tokens a batch's prompts must share before they become the engine's static prompt.

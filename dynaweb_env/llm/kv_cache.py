@@ -155,9 +155,5 @@ class PrefixStates:
             cache.layers.append(layer)
         return cache
 
-    def clear(self) -> None:
-        """Forget every kept prefix."""
-        self._states.clear()
-
 
 __all__ = ["GrowingCache", "GrowingLayer", "PrefixStates"]

@@ -30,30 +30,12 @@ from .base import (
     sequence_seeds,
     validate_conversation,
 )
-from .call_plan import first_turn_length
+from .call_plan import MIN_SHARED_PREFIX, first_turn_length, shared_prefix_length
 
 DEFAULT_MAX_BATCH_SIZE = 16
 #: How :class:`TransformersBackend` may decode: ``"loop"`` (its own loop), ``"generate"`` (transformers'
 #: ``model.generate``, :mod:`~dynaweb_env.llm.hf_generate`) or ``"auto"`` (:func:`decoding_plan`'s rule).
 DECODINGS = ("auto", "loop", "generate")
-#: Fewest leading tokens the prompts of a batch must share before they are prefilled once for all rows.
-MIN_SHARED_PREFIX = 16
-
-
-def shared_prefix_length(prompts: Sequence[Sequence[int]]) -> int:
-    """Length of the longest token prefix common to all ``prompts``, leaving every prompt at least one token.
-
-    (Each row's last prompt token must go through the model with the row's own suffix, so that its logits
-    give the row's first generated token.)
-    """
-    if not prompts:
-        return 0
-    limit = min(len(ids) for ids in prompts) - 1
-    first = prompts[0]
-    length = 0
-    while length < limit and all(ids[length] == first[length] for ids in prompts[1:]):
-        length += 1
-    return length
 
 
 def decoding_plan(device: torch.device, decoding: str = "auto", compile: bool | None = None) -> tuple[str, bool]:
