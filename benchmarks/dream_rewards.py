@@ -75,7 +75,7 @@ from dynaweb_env.data.io import iter_trajectories
 from dynaweb_env.data.schema import Trajectory
 from dynaweb_env.data.shipped import EXPERT_TRAJECTORIES, split_of
 from dynaweb_env.envs.dream_guards import RewardGuards
-from dynaweb_env.models import DEFAULT_WORLD_MODEL, TRAINED_JUDGE
+from dynaweb_env.models import TRAINED_JUDGE, TRAINING_WORLD_MODEL
 
 if not __package__:  # run as a file, not with -m: import `benchmarks` from the repository root
     sys.path[0] = str(Path(__file__).resolve().parents[1])
@@ -301,7 +301,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=384,
         help="token budget of a re-dreamed page (default 384, as dynaweb-train's cpu-small preset)",
     )
-    parser.add_argument("--world-model", default=DEFAULT_WORLD_MODEL, help="world model of re-dreams")
+    parser.add_argument(
+        "--world-model", default=TRAINING_WORLD_MODEL, help="world model of re-dreams (dynaweb-train's own)"
+    )
     parser.add_argument("--judge", default=TRAINED_JUDGE, help="judge of re-dreams")
     parser.add_argument(
         "--judge-max-new-tokens",

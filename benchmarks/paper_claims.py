@@ -21,14 +21,14 @@ nothing to learn from (``paper_claims_table1_36demos.json``); with 360 it solves
     steps it consumed: demonstration steps behind the SFT start, real-browser policy steps during
     training, replays of expert steps (from the same demonstrations, so not new interactions), and
     the real transitions the world model learned from (as ``dynaweb-train-wm`` recorded them beside it:
-    2,521 for the shipped ``smollm2-135m-wm-patch``).
+    2,521 for ``smollm2-135m-wm-patch``, the presets' world model).
 ``dream_length``
     Figure 3a analog: DynaWeb with dream length 1, 3, 5, 8 (the agent's step limit in training is
     raised to the dream length where it is shorter, so only the dream length varies).
 ``expert_frac``
     Figure 3b analog: DynaWeb with expert fraction 0, 0.25, 0.5, 1.0.
 ``world_model``
-    Figure 4 analog: DynaWeb with the shipped trained world model (``smollm2-135m-wm-patch``, the default)
+    Figure 4 analog: DynaWeb with the shipped trained world model (``smollm2-135m-wm-patch``, the presets')
     vs. the untrained base ``smollm2-135m`` prompted as world model.
 ``dreams_only``
     The decisive comparison: DynaWeb on dreams only (``--expert-frac 0``) vs real-browser GSPO, same SFT

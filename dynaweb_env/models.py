@@ -20,8 +20,12 @@ onto their embedded base model, see :func:`adapter_base`):
   the shipped MiniWoB++ transitions in tree mode (the paper's format: Δ, then the next tree); the default
   of ``DreamWeb-v0`` with ``output_mode="tree"``.
 - ``smollm2-135m-wm-patch``: the world model in patch mode (Δ as edits of the current tree), retrained with
-  compact prompts on the large dataset's train split (expert and exploration, 24 tasks); ``DreamWeb-v0``
-  dreams with it by default (:data:`DEFAULT_WORLD_MODEL`).
+  compact prompts on the large dataset's train split (expert and exploration, 24 tasks); the world model of
+  ``dynaweb-train``'s presets and of every recorded training run (:data:`TRAINING_WORLD_MODEL`).
+- ``smollm2-135m-wm-patch-all``: ``smollm2-135m-wm-patch`` trained further on the large and the all-tasks data
+  (53 tasks, long ones included); better on held-out pages of the 24 tasks and of the long ones, and its dreams'
+  rewards agree more often with the real outcome. ``DreamWeb-v0`` dreams with it by default
+  (:data:`DEFAULT_WORLD_MODEL`; docs/world-model.md, "A fourth retrain, shipped").
 - ``smollm2-135m-judge``: the trajectory judge, ``smollm2-135m`` fine-tuned by ``dynaweb-train-wm
   --examples judge --judge_prefixes last`` (compact prompts, which leave out the agent's reasoning) on the
   real outcomes of the large dataset's train split (24 tasks, :data:`~dynaweb_env.data.shipped.LARGE_DATA_DIR`;
@@ -261,6 +265,12 @@ SHIPPED_ADAPTERS: dict[str, ShippedAdapter] = {
         "web world model (patch mode): smollm2-135m + LoRA from dynaweb-train-wm on the large MiniWoB++ data",
         output_mode="patch",
     ),
+    "smollm2-135m-wm-patch-all": ShippedAdapter(
+        "smollm2-135m-wm-patch-all",
+        "smollm2-135m-wm-patch-all",
+        "web world model (patch mode), all tasks: smollm2-135m-wm-patch trained further on the all-tasks data",
+        output_mode="patch",
+    ),
     "smollm2-135m-judge": ShippedAdapter(
         "smollm2-135m-judge",
         "smollm2-135m-judge",
@@ -286,13 +296,15 @@ TRAINED_JUDGE = "smollm2-135m-judge-dagger"
 #: verdict line on most cases and never says SUCCESS (issue 48).
 DEFAULT_JUDGE = TRAINED_JUDGE
 #: The world model ``DreamWeb-v0`` uses for each output mode when none is named.
-DEFAULT_WORLD_MODELS: dict[str, str] = {
-    adapter.output_mode: name for name, adapter in SHIPPED_ADAPTERS.items() if adapter.output_mode
-}
-#: The world model ``DreamWeb-v0`` and ``dynaweb-train`` use when neither a world model nor an output mode is
-#: named: patch mode, which on held-out seeds predicts the next page and the end of an episode better than
-#: tree mode (README, "The world model": strict F1 and terminal accuracy of both on the same transitions).
-DEFAULT_WORLD_MODEL = "smollm2-135m-wm-patch"
+DEFAULT_WORLD_MODELS: dict[str, str] = {"tree": "smollm2-135m-wm", "patch": "smollm2-135m-wm-patch-all"}
+#: The world model ``DreamWeb-v0`` uses when neither a world model nor an output mode is named: patch mode, which
+#: on held-out seeds predicts the next page and the end of an episode better than tree mode (README, "The world
+#: model"), trained on all tasks, which on held-out pages of the 24 tasks and of the long ones scores better than
+#: :data:`TRAINING_WORLD_MODEL` (docs/world-model.md, "A fourth retrain, shipped").
+DEFAULT_WORLD_MODEL = DEFAULT_WORLD_MODELS["patch"]
+#: The world model of ``dynaweb-train``'s presets: the one every recorded training run dreamed with (the best
+#: dreams-only result included). No training run has dreamed with :data:`DEFAULT_WORLD_MODEL` yet.
+TRAINING_WORLD_MODEL = "smollm2-135m-wm-patch"
 #: File that makes a directory a (peft) adapter rather than a full checkpoint.
 ADAPTER_CONFIG_FILE = "adapter_config.json"
 #: Written by ``dynaweb-train-wm`` beside the world model or judge it trains:

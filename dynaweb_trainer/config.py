@@ -173,8 +173,9 @@ class GSPOConfig(GRPOConfig, DreamEnvSettings, LoraSettings):
 
         world_model (`str` or `None`, *optional*, defaults to `None`):
             World-model backend spec for `dynaweb_env.llm.make_backend` (embedded name, shipped adapter, local
-            path, `openai:<model>@<url>`, ...); `None` is the shipped trained world model of
-            `world_model_output_mode` (`smollm2-135m-wm-patch`, or `smollm2-135m-wm` in tree mode).
+            path, `openai:<model>@<url>`, ...); `None` is DreamWeb-v0's default world model of
+            `world_model_output_mode` (`smollm2-135m-wm-patch-all`, or `smollm2-135m-wm` in tree mode). The
+            `cpu-small` and `gpu` presets name `smollm2-135m-wm-patch`, the world model of every recorded run.
         world_model_output_mode (`str` or `None`, *optional*, defaults to `None`):
             `"tree"` (the paper's full next tree) or `"patch"` (edits of the current tree); `None` is the
             world model's recorded mode (`"patch"` when no world model is named), else `"tree"`.

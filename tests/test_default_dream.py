@@ -17,7 +17,7 @@ from dynaweb_env.envs.dream import DreamWebEnv
 from dynaweb_env.envs.dream_setup import WORLD_MODEL_JUDGE, build_dynamics, resolve_judge
 from dynaweb_env.llm import make_backend
 from dynaweb_env.llm.base import Generation
-from dynaweb_env.models import DEFAULT_JUDGE, TRAINED_JUDGE, model_prompt_style
+from dynaweb_env.models import DEFAULT_JUDGE, DEFAULT_WORLD_MODEL, TRAINED_JUDGE, model_prompt_style
 
 TREE = "RootWebArea 'Click Button Task', focused\n\t[13] button 'ONE'\n\t[14] button 'TWO'"
 
@@ -45,7 +45,7 @@ def test_every_host_defaults_to_the_trained_judge(monkeypatch):
         judge = env.dynamics.judge
         assert built[-1] == DEFAULT_JUDGE and judge.prompt_style == model_prompt_style(DEFAULT_JUDGE) == "grounded"
     assert build_dynamics(None, "world_model", 3, 0.7, 16, 16, 100).judge.backend is not None
-    assert built[-1] == "smollm2-135m-wm-patch"  # "world_model": the world model's backend judges
+    assert built[-1] == DEFAULT_WORLD_MODEL  # "world_model": the world model's backend judges
 
 
 # --- an honest judged --------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dynaweb_env.data.shipped import EXPERT_TRAJECTORIES, split_of
-from dynaweb_env.models import DEFAULT_WORLD_MODEL
+from dynaweb_env.models import TRAINING_WORLD_MODEL
 from dynaweb_env.ship import TRAINING_RECORD_FILE
 from dynaweb_trainer.evaluate import DEFAULT_TASKS
 
@@ -44,10 +44,10 @@ NON_SEMANTIC_FLAGS = frozenset({"--num-envs", "--save-steps", "--save_steps", "-
 #: of the paper's dream keeps the directory and the recorded results of its identical earlier command.
 RESTATED_FLAGS = {"--reward-guards": "none", "--include-intermediate": "true", "--dream-resamples": "0"}
 DEMONSTRATIONS = EXPERT_TRAJECTORIES
-#: What ``dynaweb-train`` dreams with when no ``--world-model`` is given. The runs recorded in
+#: What ``dynaweb-train`` dreams with when no ``--world-model`` is given (its presets'). The runs recorded in
 #: ``paper_claims_{table1,dream_length,expert_frac,world_model}.json`` predate commit c4f2d74 and dreamed with
 #: the tree model ``smollm2-135m-wm`` (their JSON names it); a rerun of their commands now dreams with this one.
-TRAINED_WORLD_MODEL = DEFAULT_WORLD_MODEL
+TRAINED_WORLD_MODEL = TRAINING_WORLD_MODEL
 #: Written beside the collected demonstrations: how long their collection took.
 COLLECT_SECONDS_FILE = "collect_seconds.json"
 

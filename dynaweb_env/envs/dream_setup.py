@@ -40,9 +40,10 @@ class DreamSettings:
     Args:
         world_model: Backend spec (string or dict) for :func:`dynaweb_env.llm.make_backend`, a backend, or a
             ready ``WebWorldModel`` (whose own sampling then applies instead of the arguments below). Default:
-            the shipped world model of ``output_mode``, and with neither named ``"smollm2-135m-wm-patch"``
+            the shipped world model of ``output_mode``, and with neither named ``"smollm2-135m-wm-patch-all"``
             (:data:`~dynaweb_env.models.DEFAULT_WORLD_MODEL`: the embedded model with the LoRA adapter
-            ``dynaweb-train-wm`` trained on the large MiniWoB++ data); ``"smollm2-135m-wm"`` is the shipped
+            ``dynaweb-train-wm`` trained on the large and the all-tasks MiniWoB++ data);
+            ``"smollm2-135m-wm-patch"`` is the one ``dynaweb-train`` dreams with, ``"smollm2-135m-wm"`` the shipped
             tree-mode one, ``"smollm2-135m"`` the same model untrained.
         judge: Backend spec, backend or ``TrajectoryJudge``. Default (``None``): the shipped trained judge
             ``"smollm2-135m-judge-dagger"`` (:data:`~dynaweb_env.models.DEFAULT_JUDGE`), prompted in its
