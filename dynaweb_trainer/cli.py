@@ -95,6 +95,12 @@ def _apply_env_key(values: dict[str, Any]) -> None:
         values["environment"] = env
 
 
+def _names(argv: Sequence[str], config: dict, field_name: str) -> bool:
+    """Whether the user's flags or ``--config`` file set ``field_name`` (as ``--a_b``, ``--a-b`` or ``--a-b=...``)."""
+    flags = {f"--{field_name}", f"--{field_name.replace('_', '-')}"}
+    return field_name in config or any(arg.split("=", 1)[0] in flags for arg in argv)
+
+
 def parse_train_args(argv: Sequence[str] | None = None) -> GSPOConfig:
     """Parse ``dynaweb-train`` arguments: preset, then ``--config`` YAML, then flags (TRL's parser).
 
@@ -112,6 +118,7 @@ def parse_train_args(argv: Sequence[str] | None = None) -> GSPOConfig:
     known, _ = pre.parse_known_args(argv)
     values = _read_yaml(preset_path(known.preset))
     _apply_env_key(values)
+    overrides = {}
     if known.config:
         overrides = _read_yaml(known.config)
         _apply_env_key(overrides)
@@ -128,6 +135,11 @@ def parse_train_args(argv: Sequence[str] | None = None) -> GSPOConfig:
         named = "; ".join(f"{_KEY_SOURCES.get(key, 'config')}: {key!r}" for key in keys)
         raise ValueError(f"unknown config key (not a GSPOConfig field): {named}")
     config, _extra = parser.parse_args_into_dataclasses(args=argv)
+    if config.world_model is not None and not _names(argv, overrides, "world_model"):
+        from dynaweb_env.models import world_model_output_mode
+
+        if config.world_model_output_mode not in (None, world_model_output_mode(config.world_model)):
+            config.world_model = None  # the preset's world model is of another mode: that mode's shipped one
     return config
 
 

@@ -17,7 +17,7 @@ from safetensors.torch import load_file
 from transformers import TrainerCallback
 
 from dynaweb_env.data.io import iter_trajectories
-from dynaweb_env.models import TRAINED_JUDGE
+from dynaweb_env.models import TRAINED_JUDGE, TRAINING_WORLD_MODEL
 from dynaweb_trainer.cli import parse_train_args, train_main
 from dynaweb_trainer.config import GSPOConfig, available_presets
 from dynaweb_trainer.identity_env import TASK_ID, expert_trajectory, make_click_button_vector_env
@@ -58,6 +58,24 @@ def test_presets_config_file_and_flags_layer(tmp_path):
     config.write_text("no_such_field: 1\n")
     with pytest.raises(ValueError, match="no_such_field"):
         parse_train_args(["--config", str(config)])
+
+
+def test_the_presets_world_model_yields_to_an_output_mode_named_alone(tmp_path):
+    """The presets dream with ``TRAINING_WORLD_MODEL`` (patch mode); naming only a mode picks that mode's model."""
+    from dynaweb_env.envs.dream_setup import resolve_world_model
+
+    assert parse_train_args([]).world_model == TRAINING_WORLD_MODEL
+    for argv in (["--world-model-output-mode", "tree"], ["--world_model_output_mode=tree"]):
+        args = parse_train_args(argv)
+        assert (
+            args.world_model is None and resolve_world_model(None, args.world_model_output_mode)[0] == "smollm2-135m-wm"
+        )
+    config = tmp_path / "run.yaml"
+    config.write_text("world_model_output_mode: tree\n")
+    assert parse_train_args(["--config", str(config)]).world_model is None
+    assert parse_train_args(["--world-model-output-mode", "patch"]).world_model == TRAINING_WORLD_MODEL
+    named = parse_train_args(["--world-model", "smollm2-135m-wm", "--world-model-output-mode", "tree"])
+    assert named.world_model == "smollm2-135m-wm"
     with pytest.raises(ValueError, match="unknown preset"):
         parse_train_args(["--preset", "nope"])
     for bad in ({"environment": "moon"}, {"expert_frac": 1.5}, {"dream_length": 0}, {"max_axtree_chars": -1}):
