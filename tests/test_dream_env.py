@@ -430,16 +430,3 @@ def test_finish_after_the_dream_ended_returns_its_verdict(start_file):
     reward, info = env.unwrapped.finish()  # nothing done: scored 0 by rule, still a verdict
     assert (reward, info["judged"], info["judge_reasoning"]) == (0.0, True, "the dream took no valid action")
     assert backend.count("judge") == 1
-
-
-def test_training_presets_dream_with_the_recorded_world_model():
-    """``dynaweb-train``'s presets name the world model every recorded run dreamed with, not DreamWeb-v0's newer
-    default: a training default changes only with a training run that measures it."""
-    import yaml
-
-    from dynaweb_env.models import DEFAULT_WORLD_MODEL, SHIPPED_ADAPTERS, TRAINING_WORLD_MODEL
-    from dynaweb_trainer.config import preset_path
-
-    assert TRAINING_WORLD_MODEL in SHIPPED_ADAPTERS and TRAINING_WORLD_MODEL != DEFAULT_WORLD_MODEL
-    for preset in ("cpu-small", "gpu"):
-        assert yaml.safe_load(preset_path(preset).read_text())["world_model"] == TRAINING_WORLD_MODEL

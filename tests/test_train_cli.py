@@ -58,13 +58,21 @@ def test_presets_config_file_and_flags_layer(tmp_path):
     config.write_text("no_such_field: 1\n")
     with pytest.raises(ValueError, match="no_such_field"):
         parse_train_args(["--config", str(config)])
+    with pytest.raises(ValueError, match="unknown preset"):
+        parse_train_args(["--preset", "nope"])
+    for bad in ({"environment": "moon"}, {"expert_frac": 1.5}, {"dream_length": 0}, {"max_axtree_chars": -1}):
+        with pytest.raises(ValueError):
+            GSPOConfig(output_dir=str(tmp_path), **bad)
 
 
 def test_the_presets_world_model_yields_to_an_output_mode_named_alone(tmp_path):
     """The presets dream with ``TRAINING_WORLD_MODEL`` (patch mode); naming only a mode picks that mode's model."""
     from dynaweb_env.envs.dream_setup import resolve_world_model
+    from dynaweb_env.models import DEFAULT_WORLD_MODEL
 
-    assert parse_train_args([]).world_model == TRAINING_WORLD_MODEL
+    assert TRAINING_WORLD_MODEL != DEFAULT_WORLD_MODEL  # a training default changes only with a run that measures it
+    for preset in ("cpu-small", "gpu"):
+        assert parse_train_args(["--preset", preset]).world_model == TRAINING_WORLD_MODEL
     for argv in (["--world-model-output-mode", "tree"], ["--world_model_output_mode=tree"]):
         args = parse_train_args(argv)
         assert (
@@ -76,11 +84,6 @@ def test_the_presets_world_model_yields_to_an_output_mode_named_alone(tmp_path):
     assert parse_train_args(["--world-model-output-mode", "patch"]).world_model == TRAINING_WORLD_MODEL
     named = parse_train_args(["--world-model", "smollm2-135m-wm", "--world-model-output-mode", "tree"])
     assert named.world_model == "smollm2-135m-wm"
-    with pytest.raises(ValueError, match="unknown preset"):
-        parse_train_args(["--preset", "nope"])
-    for bad in ({"environment": "moon"}, {"expert_frac": 1.5}, {"dream_length": 0}, {"max_axtree_chars": -1}):
-        with pytest.raises(ValueError):
-            GSPOConfig(output_dir=str(tmp_path), **bad)
 
 
 def _lora_b_nonzero(output_dir: Path) -> bool:
