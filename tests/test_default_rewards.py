@@ -46,11 +46,13 @@ def test_default_dream_rewards_agree_with_the_real_outcomes_on_a_subset(tmp_path
     """The default DreamWeb-v0 (trained judge, objective check) on three tasks: the expert's episode and a wrong action.
 
     On the full run (``benchmarks/results/default_rewards/default_rewards.json``) both episodes of each of these
-    tasks agreed with the real outcome. Without the objective check the two form tasks' wrong Submits were paid, and
-    without its named-control rule click-button-sequence's TWO clicked alone."""
+    tasks agreed with the real outcome. Without the objective check the two form tasks' wrong Submits were paid,
+    without its named-control rule click-button-sequence's TWO clicked alone, and without its position rule
+    focus-text-2's first textbox for "the 2nd"."""
     output = tmp_path / "report.json"
-    tasks = ["miniwob.click-test-2", "miniwob.enter-text", "miniwob.click-checkboxes", "miniwob.click-button-sequence"]
+    tasks = ["miniwob.click-test-2", "miniwob.enter-text", "miniwob.click-checkboxes", "miniwob.click-button-sequence",
+             "miniwob.focus-text-2"]  # fmt: skip
     assert default_rewards.main(["--tasks", *tasks, "--output", str(output)]) == 0
     report = json.loads(output.read_text())
-    assert report["overall"]["episodes"] == 8 and report["overall"]["judge_errors"] == 0
-    assert report["wrong"]["agreement"] == 1.0 and report["overall"]["agreement"] >= 7 / 8
+    assert report["overall"]["episodes"] == 10 and report["overall"]["judge_errors"] == 0
+    assert report["wrong"]["agreement"] == 1.0 and report["overall"]["agreement"] >= 9 / 10

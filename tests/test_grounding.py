@@ -13,6 +13,7 @@ from dynaweb_env.world_model.grounding import (
     objective_elements,
     objective_progress,
     objective_requirements,
+    ordinal_references,
     step_grounding,
     unmet_objective,
 )
@@ -171,3 +172,47 @@ def test_named_controls_must_be_acted_on():
     assert unmet_objective("Select Chery>Lainey", ["click [55]"], targets[1:], menu) == [
         "menuitem 'Chery', which the objective names, was never acted on"
     ]
+
+
+FOCUS_PAGE = """RootWebArea 'Focus Text Task', focused
+\t[12] textbox ''
+\t[13] textbox ''
+\t[14] textbox ''"""
+
+
+@pytest.mark.parametrize(
+    ("objective", "expected"),
+    [
+        ("Focus into the 2nd input textbox.", [(2, "2nd input textbox")]),
+        ("Select -8 with the slider, click the 2nd checkbox, then hit Submit.", [(2, "2nd checkbox")]),
+        ("Focus the third textbox and type", [(3, "third textbox")]),
+        ("click the first two checkboxes", []),  # a count, not one control
+        ("Enter the first name into the field", []),
+        ("Find the last email Elva sent", []),
+    ],
+)
+def test_ordinal_references_read_a_control_named_by_its_position(objective, expected):
+    assert [(rank, phrase) for rank, phrase, _ in ordinal_references(objective)] == expected
+
+
+def test_a_control_named_by_position_must_be_the_one_acted_on():
+    goal = "Focus into the 2nd input textbox."
+    # The wrong click of benchmarks/default_rewards.py on focus-text-2: the 1st box, which the judge paid.
+    assert unmet_objective(goal, ["click [12]", "stop [N/A]"], ["[12] textbox ''", ""], FOCUS_PAGE) == [
+        "the 2nd input textbox ([13]), which the objective names by its position, was never acted on"
+    ]
+    assert unmet_objective(goal, ["click [13]"], ["[13] textbox ''"], FOCUS_PAGE) == []
+    # A page with fewer such controls than the rank cannot be checked: no requirement.
+    assert objective_requirements("Focus into the 5th input textbox.", [], [], FOCUS_PAGE) == []
+
+
+def test_on_real_pages_the_position_rule_flags_no_success_of_focus_text_2():
+    flagged = collections.Counter()
+    for trajectory in read_trajectories("dynaweb_env/data/miniwob-large/train/expert.jsonl.xz"):
+        if trajectory.task_id != "miniwob.focus-text-2":
+            continue
+        request, reward, _ = judge_cases([trajectory])[0]
+        actions = [step.action for step in request.steps]
+        targets = [step.target for step in request.steps]
+        flagged[reward, bool(unmet_objective(request.goal, actions, targets, request.final_axtree))] += 1
+    assert flagged[1.0, False] >= 5 and flagged[1.0, True] == 0

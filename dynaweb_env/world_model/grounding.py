@@ -31,6 +31,8 @@ leaves one unmet:
   page;
 - **Named controls** (:data:`ACTED_ROLES`: ``Click button ONE, then click button TWO``, ``press login``) on the
   final page were acted on: some action targeted an element of that name (a click or a hover).
+- **Controls named by position** (``Focus into the 2nd input textbox``, ``click the 2nd checkbox``): the final
+  page's element of that rank among its controls of that kind (:data:`ORDINAL_ROLES`, page order) was acted on.
 
 On every shipped real trajectory (both datasets, every split, experts and exploration: ``python -m
 benchmarks.objective_check``) it flags 128 of 273 failures and 8 of 2,534 successes. Seven of those are
@@ -130,7 +132,46 @@ UNMET_WORDING = {
     "quoted_text": "is typed nowhere",
     "named_box": "which the objective names, is not checked",
     "named_control": "which the objective names, was never acted on",
+    "ordinal_control": "which the objective names by its position, was never acted on",
 }
+#: The nouns an objective names a control by position with ("the 2nd input textbox"), and the roles they mean.
+ORDINAL_ROLES = {
+    "textbox": TEXT_FIELD_ROLES,
+    "input": TEXT_FIELD_ROLES,
+    "field": TEXT_FIELD_ROLES,
+    "button": frozenset({"button"}),
+    "link": frozenset({"link"}),
+    "checkbox": frozenset({"checkbox"}),
+    "radio": frozenset({"radio"}),
+    "tab": frozenset({"tab"}),
+}
+_ORDINAL_WORDS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
+_ORDINAL = re.compile(
+    rf"\bthe\s+(\d+)(?:st|nd|rd|th)\s+((?:\w+\s+)?\w+)|\bthe\s+({'|'.join(_ORDINAL_WORDS)})\s+((?:\w+\s+)?\w+)",
+    re.IGNORECASE,
+)
+
+
+def ordinal_references(objective: str) -> list[tuple[int, str, frozenset[str]]]:
+    """The controls the objective names by position: ``(rank, phrase, roles)``, rank from 1.
+
+    >>> [(rank, phrase) for rank, phrase, _ in ordinal_references("Focus into the 2nd input textbox.")]
+    [(2, '2nd input textbox')]
+    >>> ordinal_references("Find the last email Elva sent")
+    []
+    """
+    references = []
+    for match in _ORDINAL.finditer(objective):
+        digits, words, ordinal, noun_words = match.groups()
+        rank = int(digits) if digits else _ORDINAL_WORDS.index(ordinal.lower()) + 1
+        # The noun is one of the next two words ("the 2nd input textbox", "the 2nd textbox and ..."), singular:
+        # "the first two checkboxes" names none.
+        following = (words or noun_words).lower().split()
+        nouns = [word for word in following if word in ORDINAL_ROLES]
+        if nouns and rank >= 1 and following[0] != "name":  # "the first name field" is a name, not a position
+            phrase = " ".join(match.group(0).split()[1:]).rsplit(nouns[-1], 1)[0] + nouns[-1]
+            references.append((rank, phrase, ORDINAL_ROLES[nouns[-1]]))
+    return references
 
 
 def requirement_kind(requirement: str) -> str:
@@ -188,6 +229,12 @@ def objective_requirements(
         elif node.role in ACTED_ROLES:
             met = _normalise(node.name) in acted_names
             requirements.append((f"{node.role} {node.name!r}, {UNMET_WORDING['named_control']}", met))
+    acted_ids = {node.bid for node in acted}
+    for rank, phrase, roles in ordinal_references(objective):
+        ranked = [node for node in nodes if node.bid is not None and node.role in roles]
+        if len(ranked) >= rank:  # a page with fewer such controls cannot be checked against the objective
+            met = ranked[rank - 1].bid in acted_ids
+            requirements.append((f"the {phrase} ([{ranked[rank - 1].bid}]), {UNMET_WORDING['ordinal_control']}", met))
     return requirements
 
 
@@ -218,12 +265,14 @@ __all__ = [
     "ACTED_ROLES",
     "MAX_OBJECTIVE_ELEMENTS",
     "MIN_NAME_CHARS",
+    "ORDINAL_ROLES",
     "UNMET_WORDING",
     "format_objective_elements",
     "named_in_objective",
     "objective_elements",
     "objective_progress",
     "objective_requirements",
+    "ordinal_references",
     "quoted_phrases",
     "requirement_kind",
     "step_grounding",
