@@ -10,6 +10,7 @@ from dynaweb_env.data.io import read_trajectories
 from dynaweb_env.world_model.grounding import (
     MAX_OBJECTIVE_ELEMENTS,
     named_in_objective,
+    objective_dates,
     objective_elements,
     objective_progress,
     objective_requirements,
@@ -216,3 +217,26 @@ def test_on_real_pages_the_position_rule_flags_no_success_of_focus_text_2():
         targets = [step.target for step in request.steps]
         flagged[reward, bool(unmet_objective(request.goal, actions, targets, request.final_axtree))] += 1
     assert flagged[1.0, False] >= 5 and flagged[1.0, True] == 0
+
+
+DATE_PAGE = """RootWebArea 'Choose Date Task', focused
+\t[16] paragraph ''
+\t\tStaticText 'Date:'
+\t\t[17] textbox '' value='{value}'
+\t[19] button 'Submit', focused"""
+
+
+def test_a_date_the_objective_names_must_be_on_the_final_page():
+    goal = "Select 01/03/2016 as the date and hit submit."
+    assert objective_dates(goal) == ["01/03/2016"] and objective_dates('Type "01/03/2016".') == []
+    actions = ["click [17]", "click [108]", "click [19]"]
+    targets = ["[17] textbox ''", "[108] link '27'", "[19] button 'Submit'"]
+    # A real choose-date failure: the picker filled another date, which the judge paid as SUCCESS.
+    assert unmet_objective(goal, actions, targets, DATE_PAGE.format(value="12/27/2016")) == [
+        "the objective's date '01/03/2016' is held by no field"
+    ]
+    assert unmet_objective(goal, actions, targets, DATE_PAGE.format(value="01/03/2016")) == []
+    typed = unmet_objective(goal, ["type [17] [01/03/2016] [0]"], ["[17] textbox ''"], DATE_PAGE.format(value=""))
+    assert typed == ["button 'Submit', which the objective names, was never acted on"]  # the date is met
+    # A final page without a field (book-flight's results) is not checked: the form is gone, not unfilled.
+    assert unmet_objective("Book a flight on 12/05/2016.", [], [], "RootWebArea 'Results'\n\t[9] button 'Go'") == []

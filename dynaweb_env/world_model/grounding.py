@@ -31,6 +31,9 @@ leaves one unmet:
   page;
 - **Named controls** (:data:`ACTED_ROLES`: ``Click button ONE, then click button TWO``, ``press login``) on the
   final page were acted on: some action targeted an element of that name (a click or a hover).
+- **Dates** (``Select 01/03/2016 as the date and hit submit``), outside quotes, on a final page with a text field:
+  the final page holds the date (a field's value or any text), or some ``type`` typed it (a date picker fills its
+  field);
 - **Controls named by position** (``Focus into the 2nd input textbox``, ``click the 2nd checkbox``): the final
   page's element of that rank among its controls of that kind (:data:`ORDINAL_ROLES`, page order) was acted on.
 
@@ -133,7 +136,24 @@ UNMET_WORDING = {
     "named_box": "which the objective names, is not checked",
     "named_control": "which the objective names, was never acted on",
     "ordinal_control": "which the objective names by its position, was never acted on",
+    "date": "is held by no field",
 }
+#: A date as objectives write it: ``01/03/2016``, ``1/3/16``.
+_DATE = re.compile(r"(?<![\w/])\d{1,2}/\d{1,2}/\d{2,4}(?![\w/])")
+
+
+def objective_dates(objective: str) -> list[str]:
+    """The dates the objective names, outside its quoted phrases (those are checked as quoted text).
+
+    >>> objective_dates("Select 01/03/2016 as the date and hit submit.")
+    ['01/03/2016']
+    >>> objective_dates('Enter "12/25/2020" into the field')
+    []
+    """
+    unquoted = re.sub(r'"[^"]*"', " ", objective)
+    return _DATE.findall(unquoted)
+
+
 #: The nouns an objective names a control by position with ("the 2nd input textbox"), and the roles they mean.
 ORDINAL_ROLES = {
     "textbox": TEXT_FIELD_ROLES,
@@ -217,6 +237,12 @@ def objective_requirements(
                 len(text) >= MIN_NAME_CHARS and any(text in name for name in picked)  # "b" is in "submit"
             )
             requirements.append((f"the objective's text {quoted!r} {UNMET_WORDING['quoted_text']}", met))
+    if any(node.role in TEXT_FIELD_ROLES for node in nodes):  # a date is checked where the final page has a field
+        shown = [node.name for node in nodes if node.name]
+        held = typed + [node.value or "" for node in nodes if node.role in TEXT_FIELD_ROLES]
+        for date in objective_dates(objective):
+            met = any(date in text for text in held + shown)
+            requirements.append((f"the objective's date {date!r} {UNMET_WORDING['date']}", met))
     acted_names = {_normalise(node.name) for node in acted}
     seen = set()
     for node in nodes:
@@ -270,6 +296,7 @@ __all__ = [
     "format_objective_elements",
     "named_in_objective",
     "objective_elements",
+    "objective_dates",
     "objective_progress",
     "objective_requirements",
     "ordinal_references",
