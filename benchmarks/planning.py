@@ -116,9 +116,10 @@ def run_arm(
         max_steps=args.max_steps, seed=run_seed, output=str(output), plan=k, plan_depth=max(d, 1),
         plan_world_model=args.world_model, plan_judge=args.judge, max_new_tokens=args.max_new_tokens,
     )  # fmt: skip
-    if output.is_file():
+    if output.is_file():  # finished: read back when run with the same settings (wherever it was written)
         report = json.loads(output.read_text())
-        if report.get("config") == json.loads(json.dumps(config.__dict__)):
+        recorded, wanted = report.get("config", {}), json.loads(json.dumps(config.__dict__))
+        if {**recorded, "output": None} == {**wanted, "output": None}:
             return report
     command = f"{args.command}  # arm K{k}:d{d}, run seed {run_seed}"
     return evaluate_policy(config, policy=loaded, vector_env=vector_env, command=command, show_progress=False)
