@@ -392,13 +392,21 @@ def test_lookahead_guard_scores_recorded_final_actions(tmp_path):
 
 
 @pytest.mark.usefixtures("require_browser")
-def test_planning_runs_a_policy_with_and_without_planning(tmp_path):
+def test_planning_runs_a_policy_with_and_without_planning(tmp_path, monkeypatch):
     argv = ["--policies", "explore-e0.5", "--arms", "0:0", "2:1", "--tasks", "miniwob.click-button", "--per-task", "1"]
     argv += ["--run-seeds", "0", "--world-model", TINY, "--judge", TINY, "--num-envs", "1", "--work", str(tmp_path)]
     report = run_main("planning", [*argv, "--output", str(tmp_path / "p.json")])
     arms = report["policies"]["explore-e0.5"]
     assert arms["K0:d0"]["episodes_per_seed"] == arms["K2:d1"]["episodes_per_seed"] == 1
     assert "world_model_tokens" in arms["K2:d1"]["cost_per_real_step"] and (tmp_path / "p.png").is_file()
+
+    # Finished runs moved to another folder are read back, not rerun (their config's output path differs).
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    (tmp_path / "explore-e0.5").rename(moved / "explore-e0.5")
+    rerun = argv[: argv.index("--work") + 1] + [str(moved), "--output", str(tmp_path / "q.json")]
+    monkeypatch.setattr("dynaweb_trainer.evaluate.evaluate_policy", lambda *a, **k: pytest.fail("a run was redone"))
+    assert run_main("planning", rerun)["policies"] == report["policies"]
 
 
 @pytest.mark.usefixtures("require_browser")

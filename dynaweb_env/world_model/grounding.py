@@ -185,12 +185,12 @@ def ordinal_references(objective: str) -> list[tuple[int, str, frozenset[str]]]:
         digits, words, ordinal, noun_words = match.groups()
         rank = int(digits) if digits else _ORDINAL_WORDS.index(ordinal.lower()) + 1
         # The noun is one of the next two words ("the 2nd input textbox", "the 2nd textbox and ..."), singular:
-        # "the first two checkboxes" names none.
+        # "the first two checkboxes" names none; "the first name field" is a name, not a position.
         following = (words or noun_words).lower().split()
-        nouns = [word for word in following if word in ORDINAL_ROLES]
-        if nouns and rank >= 1 and following[0] != "name":  # "the first name field" is a name, not a position
-            phrase = " ".join(match.group(0).split()[1:]).rsplit(nouns[-1], 1)[0] + nouns[-1]
-            references.append((rank, phrase, ORDINAL_ROLES[nouns[-1]]))
+        nouns = [at for at, word in enumerate(following) if word in ORDINAL_ROLES]
+        if nouns and rank >= 1 and following[0] != "name":
+            phrase = " ".join(match.group(0).split()[1 : nouns[-1] + 3])  # from the ordinal to the noun
+            references.append((rank, phrase, ORDINAL_ROLES[following[nouns[-1]]]))
     return references
 
 
@@ -225,9 +225,10 @@ def objective_requirements(
             continue
         if parsed.name == "type" and len(parsed.args) > 1:
             typed.append(_normalise(parsed.args[1]))
+    # What the trajectory typed and what the final page's fields hold: where quoted text and dates are looked for.
+    held = typed + [_normalise(node.value or "") for node in nodes if node.role in TEXT_FIELD_ROLES]
     requirements = []
     if any(node.role in TEXT_FIELD_ROLES for node in [*nodes, *acted]):
-        held = typed + [_normalise(node.value or "") for node in nodes if node.role in TEXT_FIELD_ROLES]
         picked = [_normalise(node.name) for node in acted]  # a picked entry ("El Salvador" for "starts with El S")
         for quoted in quoted_phrases(objective):
             text = _normalise(quoted)
@@ -239,7 +240,6 @@ def objective_requirements(
             requirements.append((f"the objective's text {quoted!r} {UNMET_WORDING['quoted_text']}", met))
     if any(node.role in TEXT_FIELD_ROLES for node in nodes):  # a date is checked where the final page has a field
         shown = [node.name for node in nodes if node.name]
-        held = typed + [node.value or "" for node in nodes if node.role in TEXT_FIELD_ROLES]
         for date in objective_dates(objective):
             met = any(date in text for text in held + shown)
             requirements.append((f"the objective's date {date!r} {UNMET_WORDING['date']}", met))
