@@ -14,6 +14,7 @@ from dynaweb_env.world_model.grounding import (
     objective_elements,
     objective_progress,
     objective_requirements,
+    objective_value_lists,
     ordinal_references,
     step_grounding,
     unmet_objective,
@@ -240,3 +241,41 @@ def test_a_date_the_objective_names_must_be_on_the_final_page():
     assert typed == ["button 'Submit', which the objective names, was never acted on"]  # the date is met
     # A final page without a field (book-flight's results) is not checked: the form is gone, not unfilled.
     assert unmet_objective("Book a flight on 12/05/2016.", [], [], "RootWebArea 'Results'\n\t[9] button 'Go'") == []
+
+
+SLIDER_PAGE = """RootWebArea 'Use Slider Task', focused
+\t[16] generic, clickable=True
+\tStaticText '{}'
+\t[19] generic, clickable=True
+\tStaticText '{}'
+\t[22] generic, clickable=True
+\tStaticText '{}'
+\t[25] button 'Submit', focused"""
+
+
+def test_a_list_of_values_the_objective_names_must_be_shown_in_order():
+    goal = "Set the sliders to the combination [1,6,5] and submit."
+    assert objective_value_lists(goal) == [["1", "6", "5"]] and objective_value_lists("Click [13].") == []
+    submit = (["click [25]"], ["[25] button 'Submit'"])
+    # A real use-slider-2 failure: the third slider one step off, paid as SUCCESS by the judge.
+    assert unmet_objective(goal, *submit, SLIDER_PAGE.format(1, 6, 6)) == [
+        "the objective's values [1,6,5] is not what the page shows, in order"
+    ]
+    assert unmet_objective(goal, *submit, SLIDER_PAGE.format(6, 5, 1)) != []  # the right values, wrong order
+    assert unmet_objective(goal, *submit, SLIDER_PAGE.format(1, 6, 5)) == []
+    # A page showing fewer numbers than the list (the sliders gone) is not checked.
+    assert unmet_objective(goal, *submit, "RootWebArea 'Done'\n\t[25] button 'Submit'") == []
+
+
+def test_on_real_pages_the_values_rule_flags_every_use_slider_2_failure_and_no_success():
+    flagged = collections.Counter()
+    for split in ("train", "validation", "test"):
+        for trajectory in read_trajectories(f"dynaweb_env/data/miniwob-all/{split}"):
+            if trajectory.task_id != "miniwob.use-slider-2":
+                continue
+            request, reward, _ = judge_cases([trajectory])[0]
+            actions = [step.action for step in request.steps]
+            targets = [step.target for step in request.steps]
+            flagged[reward, bool(unmet_objective(request.goal, actions, targets, request.final_axtree))] += 1
+    assert flagged[1.0, False] >= 10 and flagged[1.0, True] == 0
+    assert flagged[0.0, True] >= 5 and flagged[0.0, False] == 0

@@ -19,7 +19,7 @@ a live site as on MiniWoB++. They are evidence, not a verdict: the judge still d
 element only by description, or need an element it does not name, such as an unnamed text field).
 
 The 135M judge still calls a Submit on an empty form a success when the notes say otherwise (issue 48: 10 of the
-24 wrong actions of ``benchmarks/default_rewards.py`` were paid). :func:`unmet_objective` states five requirements
+24 wrong actions of ``benchmarks/default_rewards.py`` were paid). :func:`unmet_objective` states six requirements
 that an objective makes explicit and that a trajectory can be checked against without judgement, for
 ``TrajectoryJudge(objective_check=True)`` (``reward_guards={"objective_check": ...}``) to withhold a SUCCESS that
 leaves one unmet:
@@ -36,9 +36,11 @@ leaves one unmet:
   field);
 - **Controls named by position** (``Focus into the 2nd input textbox``, ``click the 2nd checkbox``): the final
   page's element of that rank among its controls of that kind (:data:`ORDINAL_ROLES`, page order) was acted on.
+- **Lists of values** (``Set the sliders to the combination [1,6,5]``), on a final page showing at least as many
+  numbers: the page's numbers hold the list's values in that order.
 
 On every shipped real trajectory (both datasets, every split, experts and exploration: ``python -m
-benchmarks.objective_check``) it flags 145 of 273 failures and 8 of 2,534 successes. Seven of those are
+benchmarks.objective_check``) it flags 153 of 273 failures and 8 of 2,534 successes. Seven of those are
 click-checkboxes tasks scored with partial credit (a box left unticked); one is a click-dialog-2 success by
 ``press [Enter]`` on the focused button, which no action targeted. The named-control rule alone flags 73 failures
 and that one success.
@@ -137,6 +139,7 @@ UNMET_WORDING = {
     "named_control": "which the objective names, was never acted on",
     "ordinal_control": "which the objective names by its position, was never acted on",
     "date": "is held by no field",
+    "values": "is not what the page shows, in order",
 }
 #: A date as objectives write it: ``01/03/2016``, ``1/3/16``.
 _DATE = re.compile(r"(?<![\w/])\d{1,2}/\d{1,2}/\d{2,4}(?![\w/])")
@@ -152,6 +155,28 @@ def objective_dates(objective: str) -> list[str]:
     """
     unquoted = re.sub(r'"[^"]*"', " ", objective)
     return _DATE.findall(unquoted)
+
+
+#: A list of numbers as objectives write one: ``[1,6,5]``, ``[2, 7, 14]``.
+_NUMBER = r"-?\d+(?:\.\d+)?"
+_NUMBER_LIST = re.compile(rf"\[\s*({_NUMBER}(?:\s*,\s*{_NUMBER})+)\s*\]")
+
+
+def objective_value_lists(objective: str) -> list[list[str]]:
+    """The lists of numbers the objective names, each a list of its values as written.
+
+    >>> objective_value_lists("Set the sliders to the combination [1,6,5] and submit.")
+    [['1', '6', '5']]
+    >>> objective_value_lists("Click on [13]")
+    []
+    """
+    return [[value.strip() for value in match.split(",")] for match in _NUMBER_LIST.findall(objective)]
+
+
+def _shows_in_order(values: Sequence[str], texts: Sequence[str]) -> bool:
+    """Whether ``values`` appear among ``texts`` in that order (others may come between)."""
+    remaining = iter(texts)
+    return all(any(text == value for text in remaining) for value in values)
 
 
 #: The nouns an objective names a control by position with ("the 2nd input textbox"), and the roles they mean.
@@ -243,6 +268,11 @@ def objective_requirements(
         for date in objective_dates(objective):
             met = any(date in text for text in held + shown)
             requirements.append((f"the objective's date {date!r} {UNMET_WORDING['date']}", met))
+    numbers = [node.name.strip() for node in nodes if re.fullmatch(_NUMBER, node.name.strip())]
+    for values in objective_value_lists(objective):
+        if len(numbers) >= len(values):  # a page showing fewer numbers (the form gone) is not checked
+            met = _shows_in_order(values, numbers)
+            requirements.append((f"the objective's values [{','.join(values)}] {UNMET_WORDING['values']}", met))
     acted_names = {_normalise(node.name) for node in acted}
     seen = set()
     for node in nodes:
@@ -299,6 +329,7 @@ __all__ = [
     "objective_dates",
     "objective_progress",
     "objective_requirements",
+    "objective_value_lists",
     "ordinal_references",
     "quoted_phrases",
     "requirement_kind",
