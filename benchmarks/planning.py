@@ -126,7 +126,8 @@ def run_arm(
 
 
 def summarize_arm(reports: Sequence[dict[str, Any]], baseline: Sequence[dict[str, Any]] | None) -> dict[str, Any]:
-    """Success per run seed, mean ± spread, pages gained/lost against no planning, and cost per real step."""
+    """Success per run seed, mean ± spread, pages gained/lost against no planning, and cost per real step (the mean
+    over seeds of each run's rate, timed on the episodes it ran: a resumed run's earlier episodes are not timed)."""
     rates = [report["summary"]["success_rate"] for report in reports]
     costs = [report["cost_per_real_step"] for report in reports]
     keys = [key for key, value in costs[0].items() if isinstance(value, (int, float)) and key != "real_steps"]
@@ -137,7 +138,8 @@ def summarize_arm(reports: Sequence[dict[str, Any]], baseline: Sequence[dict[str
         "success_spread": round(statistics.stdev(rates), 4) if len(rates) > 1 else 0.0,
         "mean_steps": round(statistics.fmean(r["summary"]["mean_steps"] for r in reports), 3),
         "cost_per_real_step": {key: round(statistics.fmean(c[key] for c in costs), 3) for key in keys},
-        "real_steps": sum(c["real_steps"] for c in costs),
+        "timed_real_steps": sum(c["real_steps"] for c in costs),
+        "resumed_episodes_by_seed": [report.get("resumed_episodes", 0) for report in reports],
     }
     if baseline:
         base = {(e["task_id"], e["task_seed"]): e["success"] for e in baseline[0]["episodes"]}
