@@ -361,6 +361,15 @@ def test_engine_workers_probe_runs(tmp_path):
     assert len(result["rounds"]) == 1
 
 
+def test_observation_cut_counts_the_expert_targets_a_tree_cut_drops(tmp_path):
+    argv = ["--tasks", "miniwob.daily-calendar", "--cuts", "1500", "0", "--tokenizer", TINY]
+    report = run_main("observation_cut", [*argv, "--output", str(tmp_path / "c.json")])
+    row = report["per_task"]["miniwob.daily-calendar"]
+    assert row["episodes"] == 10 and row["1500"]["dropped"] > 0 and row["0"]["dropped"] == 0  # its late hours
+    assert row["0"]["episode_tokens_max"] > row["1500"]["episode_tokens_max"]
+    assert report["suites"]["long"]["episodes"] == 10 and report["suites"]["small"] == {}
+
+
 @pytest.mark.usefixtures("require_browser")
 def test_observation_tokens_counts_every_flattening_of_an_expert_episode(tmp_path):
     argv = ["--tasks", "miniwob.email-inbox-important", "--seeds", "0", "--tokenizer", TINY]
