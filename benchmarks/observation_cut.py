@@ -13,7 +13,9 @@ real pages in RealWeb-v0's current observation), per task and per cut (``--cuts`
 - ``episode_tokens`` (mean and max): the whole expert episode as training encodes it
   (:func:`~dynaweb_trainer.encoding.encode_expert_trajectory`: the prompt plus every turn and observation, with
   the policy's tokenizer and compact prompt), which is what ``dynaweb-sft`` and GSPO hold in memory for one
-  episode (``max_completion_length`` must cover its completion part).
+  episode; ``within_completion_budget``: how many episodes' completion part (every turn and observation after the
+  first page) fits ``--completion-budget`` (GSPO's ``max_completion_length``, 4096 in the ``small`` budget: a
+  rollout ends before a turn that might not fit).
 
 Reported per suite (:data:`~dynaweb_env.data.tasks.TASK_SUITES`) too. CPU only, no model, a few seconds.
 """
@@ -61,8 +63,11 @@ def dropped_targets(trajectory: Any, cut: int) -> tuple[int, int]:
     return acted, dropped
 
 
-def measure(trajectories: Sequence[Any], cuts: Sequence[int], tokenizer: Any) -> dict[str, dict[str, Any]]:
-    """Per task, per cut: the dropped share and the encoded episode's tokens."""
+def measure(
+    trajectories: Sequence[Any], cuts: Sequence[int], tokenizer: Any, completion_budget: int
+) -> dict[str, dict[str, Any]]:
+    """Per task, per cut: the dropped actions, the encoded episodes' tokens, and how many episodes' completion part
+    fits ``completion_budget`` tokens (GSPO's ``max_completion_length``: a rollout ends before a turn past it)."""
     from dynaweb_env.agent import policy_system_prompt
     from dynaweb_trainer.encoding import EpisodeEncoder, encode_expert_trajectory
 
@@ -74,10 +79,11 @@ def measure(trajectories: Sequence[Any], cuts: Sequence[int], tokenizer: Any) ->
         row: dict[str, Any] = {"episodes": len(group), "actions": sum(dropped_targets(t, 0)[0] for t in group)}
         for cut in cuts:
             encoder = EpisodeEncoder(tokenizer, policy_system_prompt("compact"), cut)
-            tokens = [len(episode.prompt_ids) + len(episode.completion_ids)
-                      for episode in (encode_expert_trajectory(encoder, t) for t in group)]  # fmt: skip
+            episodes = [encode_expert_trajectory(encoder, t) for t in group]
+            tokens = [len(episode.prompt_ids) + len(episode.completion_ids) for episode in episodes]
             row[str(cut)] = {
                 "dropped": sum(dropped_targets(t, cut)[1] for t in group),
+                "within_completion_budget": sum(len(e.completion_ids) <= completion_budget for e in episodes),
                 "episode_tokens_mean": round(statistics.fmean(tokens), 1),
                 "episode_tokens_max": max(tokens),
             }
@@ -98,6 +104,7 @@ def summarize(per_task: dict[str, dict[str, Any]], cuts: Sequence[int], tasks: S
         tokens = sum(row[cut]["episode_tokens_mean"] * row["episodes"] for row in rows)
         summary[cut] = {
             "dropped": dropped,
+            "within_completion_budget": sum(row[cut]["within_completion_budget"] for row in rows),
             "dropped_share": round(dropped / actions, 4) if actions else 0.0,
             "episode_tokens_mean": round(tokens / episodes, 1),
             "episode_tokens_max": max(row[cut]["episode_tokens_max"] for row in rows),
@@ -110,6 +117,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--data", type=Path, default=ALL_TASKS_DATA_DIR, help="A dataset with train/validation/test.")
     parser.add_argument("--cuts", nargs="+", type=int, default=list(CUTS), help="max_axtree_chars values (0: none).")
     parser.add_argument("--tasks", nargs="+", default=None, help="Only these task ids (default: every task).")
+    parser.add_argument(
+        "--completion-budget", type=int, default=4096, help="max_completion_length to count fitting episodes against."
+    )
     parser.add_argument("--tokenizer", default="smollm2-135m", help="The policy's tokenizer (a model name).")
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
@@ -122,13 +132,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     command = ["python", "-m", "benchmarks.observation_cut", *(sys.argv[1:] if argv is None else argv)]
     started = time.perf_counter()
     tokenizer = AutoTokenizer.from_pretrained(resolve_model(args.tokenizer))
-    per_task = measure(expert_trajectories(args.data, args.tasks), args.cuts, tokenizer)
+    per_task = measure(expert_trajectories(args.data, args.tasks), args.cuts, tokenizer, args.completion_budget)
     report = {
         "benchmark": "observation_cut",
         "command": shlex.join(command),
         "data": str(args.data),
         "tokenizer": args.tokenizer,
         "cuts": args.cuts,
+        "completion_budget": args.completion_budget,
         "suites": {name: summarize(per_task, args.cuts, tasks) for name, tasks in TASK_SUITES.items()},
         "per_task": per_task,
         "wall_seconds": round(time.perf_counter() - started, 1),
