@@ -368,6 +368,7 @@ def test_observation_cut_counts_the_expert_targets_a_tree_cut_drops(tmp_path):
     assert row["episodes"] == 10 and row["1500"]["dropped"] > 0 and row["0"]["dropped"] == 0  # its late hours
     assert row["0"]["episode_tokens_max"] > row["1500"]["episode_tokens_max"]
     assert 0 <= row["0"]["within_completion_budget"] <= row["1500"]["within_completion_budget"] <= 10
+    assert row["0"]["pages_as_edits_within_completion_budget"] >= row["0"]["within_completion_budget"]
     assert report["suites"]["long"]["episodes"] == 10 and report["suites"]["small"] == {}
 
 
