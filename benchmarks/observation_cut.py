@@ -16,8 +16,8 @@ real pages in RealWeb-v0's current observation), per task and per cut (``--cuts`
   episode; ``within_completion_budget``: how many episodes' completion part (every turn and observation after the
   first page) fits ``--completion-budget`` (GSPO's ``max_completion_length``, 4096 in the ``small`` budget: a
   rollout ends before a turn that might not fit);
-- ``pages_as_edits_*``: the same completion if each page after the first were shown as the edits from the page
-  before where that is shorter (:func:`page_turn_tokens`; an estimate for a history the encoder lacks yet).
+- ``pages_as_edits_*``: the same with ``page_history="edits"`` (each page after the first written as the edits of
+  the page before where that is shorter, :func:`~dynaweb_env.agent.observation_edits_message`).
 
 Reported per suite (:data:`~dynaweb_env.data.tasks.TASK_SUITES`) too. CPU only, no model, a few seconds.
 """
@@ -65,28 +65,6 @@ def dropped_targets(trajectory: Any, cut: int) -> tuple[int, int]:
     return acted, dropped
 
 
-def page_turn_tokens(trajectory: Any, cut: int, tokenizer: Any) -> tuple[int, int]:
-    """Tokens of the pages after the first that an encoded episode shows, ``(in full, as edits)``: each page as
-    the policy reads it now (cut to ``cut``), or as the edits from the page before
-    (:func:`~dynaweb_env.world_model.patch.patch_from_trees`, with the URL and the previous action) where that is
-    shorter. Text only (chat-template tokens left out): an estimate for a history the encoder does not offer yet."""
-    from dynaweb_env.observation import make_observation, render_observation
-    from dynaweb_env.world_model.patch import format_patch, patch_from_trees
-
-    steps = trajectory.steps
-    last = max(index for index, step in enumerate(steps) if step.action)
-    full = edits = 0
-    for index in range(1, last + 1):
-        before, step = steps[index - 1], steps[index]
-        observation = make_observation(trajectory.goal, step.url, step.axtree, before.action, step.last_action_error)
-        page = len(tokenizer.encode(render_observation(observation, cut), add_special_tokens=False))
-        patch = format_patch(patch_from_trees(before.axtree, step.axtree)) or "none"
-        text = f"URL: {step.url}\nPAGE EDITS:\n{patch}\nPREVIOUS ACTION: {before.action}"
-        full += page
-        edits += min(page, len(tokenizer.encode(text, add_special_tokens=False)))
-    return full, edits
-
-
 def measure(
     trajectories: Sequence[Any], cuts: Sequence[int], tokenizer: Any, completion_budget: int
 ) -> dict[str, dict[str, Any]]:
@@ -105,15 +83,19 @@ def measure(
             encoder = EpisodeEncoder(tokenizer, policy_system_prompt("compact"), cut)
             episodes = [encode_expert_trajectory(encoder, t) for t in group]
             tokens = [len(episode.prompt_ids) + len(episode.completion_ids) for episode in episodes]
-            pages = [page_turn_tokens(t, cut, tokenizer) for t in group]
-            as_edits = [len(e.completion_ids) - full + edits for e, (full, edits) in zip(episodes, pages, strict=True)]
+            edits_encoder = EpisodeEncoder(tokenizer, policy_system_prompt("compact"), cut, page_history="edits")
+            as_edits = [encode_expert_trajectory(edits_encoder, t) for t in group]
+            edits_tokens = [len(episode.prompt_ids) + len(episode.completion_ids) for episode in as_edits]
             row[str(cut)] = {
                 "dropped": sum(dropped_targets(t, cut)[1] for t in group),
                 "within_completion_budget": sum(len(e.completion_ids) <= completion_budget for e in episodes),
                 "episode_tokens_mean": round(statistics.fmean(tokens), 1),
                 "episode_tokens_max": max(tokens),
-                "pages_as_edits_completion_tokens_mean": round(statistics.fmean(as_edits), 1),
-                "pages_as_edits_within_completion_budget": sum(tokens <= completion_budget for tokens in as_edits),
+                "pages_as_edits_episode_tokens_mean": round(statistics.fmean(edits_tokens), 1),
+                "pages_as_edits_episode_tokens_max": max(edits_tokens),
+                "pages_as_edits_within_completion_budget": sum(
+                    len(episode.completion_ids) <= completion_budget for episode in as_edits
+                ),
             }
         report[task] = row
     return report
@@ -130,9 +112,12 @@ def summarize(per_task: dict[str, dict[str, Any]], cuts: Sequence[int], tasks: S
     for cut in map(str, cuts):
         dropped = sum(row[cut]["dropped"] for row in rows)
         tokens = sum(row[cut]["episode_tokens_mean"] * row["episodes"] for row in rows)
+        edits_tokens = sum(row[cut]["pages_as_edits_episode_tokens_mean"] * row["episodes"] for row in rows)
         summary[cut] = {
             "dropped": dropped,
             "within_completion_budget": sum(row[cut]["within_completion_budget"] for row in rows),
+            "pages_as_edits_episode_tokens_mean": round(edits_tokens / episodes, 1),
+            "pages_as_edits_episode_tokens_max": max(row[cut]["pages_as_edits_episode_tokens_max"] for row in rows),
             "pages_as_edits_within_completion_budget": sum(
                 row[cut]["pages_as_edits_within_completion_budget"] for row in rows
             ),

@@ -21,13 +21,21 @@ sections). :func:`format_policy_response` is the one writer of the format;
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Literal, get_args
 
 from .action_spec import OFFERED_ACTIONS
 from .actions import describe_actions
 from .observation import render_observation
 
 ResponseStyle = Literal["compact", "paper"]
+#: How the pages after the first appear in the conversation: ``"full"`` (every page whole, the default) or
+#: ``"edits"`` (:func:`observation_edits_message`, where that is shorter).
+PageHistory = Literal["full", "edits"]
+PAGE_HISTORIES: tuple[str, ...] = get_args(PageHistory)
+#: The command-line help of every tool's ``page_history`` option.
+PAGE_HISTORY_HELP = "Pages after the first: whole (full), or as edits of the page before (edits)."
+#: The line that introduces a page written as edits of the page before.
+EDITS_HEADER = "PAGE EDITS (of the page before):"
 
 #: Actions offered to the policy: the paper's grammar, then ``select``
 #: (:data:`~dynaweb_env.action_spec.OFFERED_ACTIONS`).
@@ -110,6 +118,41 @@ def observation_message(observation: dict[str, str], max_axtree_chars: int = 0) 
     return render_observation(observation, max_axtree_chars=max_axtree_chars)
 
 
+def observation_edits_message(previous_axtree: str, observation: dict[str, str], max_axtree_chars: int = 0) -> str:
+    r"""The user-turn text for a page that follows one the policy has read (``previous_axtree``): the edits that turn
+    that page into this one (the world model's patch format, :func:`~dynaweb_env.world_model.patch.patch_from_trees`),
+    or the whole :func:`observation_message` where that is not longer.
+
+    Both pages are cut to ``max_axtree_chars`` first, so the edits apply to the page as the policy read it. A
+    conversation of edits keeps one growing sequence (so training still optimises exactly the tokens sampled),
+    while a long task's episode stays short (``python -m benchmarks.observation_cut`` measures how many expert
+    episodes then fit a completion budget).
+
+    >>> page = "RootWebArea 'Form'\n\t[5] textbox 'Name'\n\t[6] button 'Submit'"
+    >>> typed = {"goal": "Enter Ann", "url": "u", "axtree": page.replace("'Name'", "'Name' value='Ann'"),
+    ...          "last_action": "type [5] [Ann] [0]"}
+    >>> print(observation_edits_message(page, typed))
+    URL: u
+    PAGE EDITS (of the page before):
+    CHANGE [5]: textbox 'Name' value='Ann'
+    PREVIOUS ACTION: type [5] [Ann] [0]
+    """
+    from .axtree import truncate_axtree
+    from .world_model.patch import format_patch, patch_from_trees
+
+    before, after = (
+        truncate_axtree(previous_axtree, max_axtree_chars),
+        truncate_axtree(observation["axtree"], max_axtree_chars),
+    )
+    parts = [f"URL: {observation['url']}", EDITS_HEADER, format_patch(patch_from_trees(before, after)) or "(none)"]
+    if observation.get("last_action"):
+        parts.append(f"PREVIOUS ACTION: {observation['last_action']}")
+    if observation.get("last_action_error"):
+        parts.append(f"PREVIOUS ACTION ERROR: {observation['last_action_error']}")
+    edits, whole = "\n".join(parts), observation_message(observation, max_axtree_chars)
+    return edits if len(edits) < len(whole) else whole
+
+
 def format_policy_response(reasoning: str, action: str) -> str:
     """A response in the compact format: how expert demonstrations are written as policy turns."""
     return f"REASON: {' '.join(reasoning.split()) or 'N/A'}\nACTION: {action}"
@@ -131,6 +174,11 @@ __all__ = [
     "POLICY_SYSTEM_PROMPT",
     "policy_system_prompt",
     "observation_message",
+    "observation_edits_message",
+    "EDITS_HEADER",
+    "PAGE_HISTORIES",
+    "PAGE_HISTORY_HELP",
+    "PageHistory",
     "format_policy_response",
     "initial_conversation",
 ]

@@ -268,6 +268,7 @@ def collect(
             policy.tokenizer,
             policy_system_prompt(config.response_style),  # type: ignore[arg-type]
             config.max_axtree_chars,
+            config.page_history,
         )
         owns_env = vector_env is None
         if owns_env:

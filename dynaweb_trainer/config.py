@@ -16,6 +16,7 @@ from typing import Any
 
 from trl import GRPOConfig
 
+from dynaweb_env.agent import PAGE_HISTORIES, PAGE_HISTORY_HELP
 from dynaweb_env.data.tasks import expand_tasks
 from dynaweb_env.models import DEFAULT_JUDGE
 
@@ -220,6 +221,10 @@ class GSPOConfig(GRPOConfig, DreamEnvSettings, LoraSettings):
         max_axtree_chars (`int`, *optional*, defaults to `4000`):
             Accessibility trees in policy prompts are cut to this many characters at line boundaries with
             `dynaweb_env.observation.truncate_axtree` (the one way long trees are cut); `0` never cuts.
+        page_history (`str`, *optional*, defaults to `"full"`):
+            How pages after the first appear in the episode: `"full"`, or `"edits"` (each page as the edits of the
+            page before where shorter, `dynaweb_env.agent.observation_edits_message`: long tasks' episodes fit the
+            completion budget). Train, evaluate and SFT a policy with the same value.
         max_turn_tokens (`int`, *optional*, defaults to `256`):
             Token budget of one policy turn.
         use_engine (`bool`, *optional*, defaults to `False`):
@@ -336,6 +341,10 @@ class GSPOConfig(GRPOConfig, DreamEnvSettings, LoraSettings):
     max_axtree_chars: int = field(
         default=4000, metadata={"help": "Cut trees in policy prompts to this many characters (0: never)."}
     )
+    page_history: str = field(
+        default="full",
+        metadata={"help": PAGE_HISTORY_HELP, "choices": list(PAGE_HISTORIES)},
+    )
     max_turn_tokens: int = field(default=256, metadata={"help": "Token budget of one policy turn."})
     use_engine: bool = field(
         default=False,
@@ -394,6 +403,8 @@ class GSPOConfig(GRPOConfig, DreamEnvSettings, LoraSettings):
             raise ValueError(
                 f"num_envs must be >= 1 or None and max_axtree_chars >= 0, got {self.num_envs}, {self.max_axtree_chars}"
             )
+        if self.page_history not in PAGE_HISTORIES:
+            raise ValueError(f"page_history must be one of {PAGE_HISTORIES}, got {self.page_history!r}")
         if self.max_completion_length is not None and self.max_completion_length < self.max_turn_tokens:
             raise ValueError(
                 f"max_completion_length ({self.max_completion_length}) must be >= max_turn_tokens "

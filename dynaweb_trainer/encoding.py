@@ -39,7 +39,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dynaweb_env.agent import POLICY_SYSTEM_PROMPT, format_policy_response, initial_conversation, observation_message
+from dynaweb_env.agent import (
+    PAGE_HISTORIES,
+    POLICY_SYSTEM_PROMPT,
+    format_policy_response,
+    initial_conversation,
+    observation_edits_message,
+    observation_message,
+)
 from dynaweb_env.data.schema import Trajectory
 from dynaweb_env.observation import make_observation
 
@@ -69,6 +76,8 @@ class EncodedEpisode:
     env_mask: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     turn_spans: list[tuple[int, int]] = field(default_factory=list)
+    #: The last page encoded (its tree): what an ``"edits"`` history writes the next page against.
+    page: str = field(default="", repr=False, compare=False)
 
     @property
     def num_turns(self) -> int:
@@ -124,6 +133,10 @@ class EpisodeEncoder:
         system_prompt: The policy system prompt (:func:`dynaweb_env.agent.policy_system_prompt`).
         max_axtree_chars: Cut accessibility trees longer than this many characters with
             :func:`dynaweb_env.observation.truncate_axtree` (``0``: never cut).
+        page_history: ``"full"`` writes every page whole; ``"edits"`` writes each page after the first as the edits
+            of the page before where that is shorter (:func:`dynaweb_env.agent.observation_edits_message`), which
+            keeps long tasks' episodes within a completion budget. A policy is evaluated with the history it was
+            trained with.
 
     Example:
         >>> encoder = EpisodeEncoder(tokenizer)
@@ -132,14 +145,23 @@ class EpisodeEncoder:
         >>> encoder.add_observation(episode, next_observation)
     """
 
-    def __init__(self, tokenizer: Any, system_prompt: str = POLICY_SYSTEM_PROMPT, max_axtree_chars: int = 0):
+    def __init__(
+        self,
+        tokenizer: Any,
+        system_prompt: str = POLICY_SYSTEM_PROMPT,
+        max_axtree_chars: int = 0,
+        page_history: str = "full",
+    ):
         if tokenizer.eos_token_id is None:
             raise ValueError("the tokenizer has no EOS token; multi-turn encoding needs one to end assistant turns")
         if max_axtree_chars < 0:
             raise ValueError(f"max_axtree_chars must be >= 0, got {max_axtree_chars}")
+        if page_history not in PAGE_HISTORIES:
+            raise ValueError(f"page_history must be one of {PAGE_HISTORIES}, got {page_history!r}")
         self.tokenizer = tokenizer
         self.system_prompt = system_prompt
         self.max_axtree_chars = max_axtree_chars
+        self.page_history = page_history
         self.eos_token_id: int = tokenizer.eos_token_id
         self._dummy_prefix_ids: list[int] | None = None
 
@@ -179,11 +201,16 @@ class EpisodeEncoder:
 
     def start(self, observation: dict[str, str]) -> EncodedEpisode:
         """A new episode whose prompt is the first observation."""
-        return EncodedEpisode(prompt_ids=self.prompt_ids(observation))
+        return EncodedEpisode(prompt_ids=self.prompt_ids(observation), page=observation["axtree"])
 
-    def observation_turn_ids(self, observation: dict[str, str]) -> list[int]:
-        """Tokens between the EOS ending an assistant turn and the next assistant generation prompt."""
-        message = {"role": "user", "content": observation_message(observation, self.max_axtree_chars)}
+    def observation_turn_ids(self, observation: dict[str, str], previous_page: str | None = None) -> list[int]:
+        """Tokens between the EOS ending an assistant turn and the next assistant generation prompt (with an
+        ``"edits"`` history and the page before given, the page is written against it)."""
+        if self.page_history == "edits" and previous_page is not None:
+            text = observation_edits_message(previous_page, observation, self.max_axtree_chars)
+        else:
+            text = observation_message(observation, self.max_axtree_chars)
+        message = {"role": "user", "content": text}
         full = self._template_ids([*self._dummy_conversation(), message], add_generation_prompt=True)
         prefix = self._prefix_ids()
         if full[: len(prefix)] != prefix:
@@ -201,11 +228,15 @@ class EpisodeEncoder:
         closing = (
             [self.eos_token_id] if episode.completion_ids and episode.completion_ids[-1] != self.eos_token_id else []
         )
-        return closing + self.observation_turn_ids(observation)
+        return closing + self.observation_turn_ids(observation, episode.page)
 
-    def add_observation(self, episode: EncodedEpisode, observation: dict[str, str]) -> None:
-        """Close the last assistant turn if it was truncated, then append the observation turn."""
-        episode.add_env_tokens(self.observation_tokens(episode, observation))
+    def add_observation(
+        self, episode: EncodedEpisode, observation: dict[str, str], tokens: Sequence[int] | None = None
+    ) -> None:
+        """Close the last assistant turn if it was truncated, then append the observation turn (``tokens``: what
+        :meth:`observation_tokens` returned for it, when the caller already has them)."""
+        episode.add_env_tokens(self.observation_tokens(episode, observation) if tokens is None else tokens)
+        episode.page = observation["axtree"]
 
     def decode_turn(self, token_ids: Sequence[int]) -> str:
         """The text of a sampled turn (special tokens removed), from which the action is extracted."""

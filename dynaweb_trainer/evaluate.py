@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dynaweb_env.agent import PAGE_HISTORIES, PAGE_HISTORY_HELP
 from dynaweb_env.data.jsonl import CorruptRecordWarning, append_jsonl, iter_jsonl_lines
 from dynaweb_env.data.tasks import (  # noqa: F401 - MULTISTEP_TASKS, TASK_SUITES: their old import path
     DEFAULT_TASKS,
@@ -78,6 +79,8 @@ class EvalConfig:
         max_axtree_chars (`int`, *optional*, defaults to `1500`):
             Cut accessibility trees in prompts to this many characters (`0`: never); `dynaweb-train`'s default, as
             the policy must see what it trained on.
+        page_history (`str`, *optional*, defaults to `"full"`):
+            Pages after the first whole or as edits of the page before (`"edits"`): the policy's training value.
         response_style (`str`, *optional*, defaults to `"compact"`):
             System prompt / response format the policy was trained with (`"compact"` or `"paper"`).
         seed (`int`, *optional*, defaults to `0`):
@@ -124,6 +127,10 @@ class EvalConfig:
     max_axtree_chars: int = field(
         default=1500, metadata={"help": "Cut prompt trees to this many characters (training's default)."}
     )
+    page_history: str = field(
+        default="full",
+        metadata={"help": PAGE_HISTORY_HELP, "choices": list(PAGE_HISTORIES)},
+    )
     response_style: str = field(
         default="compact",
         metadata={"help": "Policy prompt style.", "choices": ["compact", "paper"]},
@@ -154,6 +161,8 @@ class EvalConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.max_axtree_chars < 0:
             raise ValueError(f"max_axtree_chars must be >= 0, got {self.max_axtree_chars}")
+        if self.page_history not in PAGE_HISTORIES:
+            raise ValueError(f"page_history must be one of {PAGE_HISTORIES}, got {self.page_history!r}")
         if self.response_style not in ("compact", "paper"):
             raise ValueError(f"response_style must be 'compact' or 'paper', got {self.response_style!r}")
         SamplingParams(max_new_tokens=self.max_new_tokens, temperature=self.temperature, top_p=self.top_p)
@@ -321,6 +330,7 @@ def evaluate_policy(
         policy.tokenizer,
         policy_system_prompt(config.response_style),
         config.max_axtree_chars,  # type: ignore[arg-type]
+        config.page_history,
     )
     planner = make_planner(config, policy.policy, encoder) if config.plan else None
     options = config.start_options()

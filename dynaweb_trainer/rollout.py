@@ -399,7 +399,7 @@ def run_episodes(
                 if max_completion_length is not None and needed > max_completion_length:
                     finish(slot, "max_tokens")
                 else:
-                    encoded.add_env_tokens(turn)
+                    encoder.add_observation(encoded, episode.observation, turn)
         # 4. refill: queued episodes take the freed sub-envs.
         envs.refill()
     stats.wall_seconds += time.perf_counter() - started

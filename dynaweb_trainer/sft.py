@@ -34,7 +34,7 @@ from typing import Any
 
 from trl import TrlParser
 
-from dynaweb_env.agent import POLICY_SYSTEM_PROMPT, policy_system_prompt
+from dynaweb_env.agent import PAGE_HISTORIES, PAGE_HISTORY_HELP, POLICY_SYSTEM_PROMPT, policy_system_prompt
 from dynaweb_env.compat.transformers import word_negated_flags
 from dynaweb_env.data.schema import Trajectory
 from dynaweb_env.data.shipped import EXPERT_TRAJECTORIES
@@ -75,6 +75,9 @@ class PolicySFTConfig(TrajectorySFTConfig):
         max_axtree_chars (`int`, *optional*, defaults to `4000`):
             Character budget of each accessibility tree in the prompt (`0`: no limit). Use the same value
             at evaluation and RL time, so the policy sees what it was trained on.
+        page_history (`str`, *optional*, defaults to `"full"`):
+            Pages after the first whole (`"full"`) or as edits of the page before (`"edits"`), see
+            [`dynaweb_env.agent.observation_edits_message`]; the same value at evaluation and RL time.
         use_peft (`bool`, *optional*, defaults to `True`):
             Train a LoRA adapter (peft) instead of all weights.
         lora_r (`int`, *optional*, defaults to `16`):
@@ -110,6 +113,10 @@ class PolicySFTConfig(TrajectorySFTConfig):
     max_axtree_chars: int = field(
         default=4000, metadata={"help": "Character budget of each accessibility tree in the prompt (0: no limit)."}
     )
+    page_history: str = field(
+        default="full",
+        metadata={"help": PAGE_HISTORY_HELP, "choices": list(PAGE_HISTORIES)},
+    )
 
     # Defaults overridden from TrajectorySFTConfig / SFTConfig.
     num_train_epochs: float = field(default=3.0, metadata={"help": "Passes over the expert data."})
@@ -121,6 +128,8 @@ class PolicySFTConfig(TrajectorySFTConfig):
             raise ValueError(f"response_style must be 'compact' or 'paper', got {self.response_style!r}")
         if self.max_axtree_chars < 0:
             raise ValueError(f"max_axtree_chars must be >= 0, got {self.max_axtree_chars}")
+        if self.page_history not in PAGE_HISTORIES:
+            raise ValueError(f"page_history must be one of {PAGE_HISTORIES}, got {self.page_history!r}")
         super().__post_init__()
 
 
@@ -176,6 +185,7 @@ def build_sft_dataset(
     trajectories: Sequence[Trajectory],
     max_axtree_chars: int = 0,
     system_prompt: str = POLICY_SYSTEM_PROMPT,
+    page_history: str = "full",
 ) -> Any:
     """A pre-tokenized ``datasets.Dataset`` (``input_ids``, ``labels``, ``trajectory_id``), one row per episode.
 
@@ -186,7 +196,7 @@ def build_sft_dataset(
 
     from .encoding import EpisodeEncoder, encode_expert_trajectory
 
-    encoder = EpisodeEncoder(tokenizer, system_prompt, max_axtree_chars)
+    encoder = EpisodeEncoder(tokenizer, system_prompt, max_axtree_chars, page_history)
     rows = []
     for trajectory in trajectories:
         episode = encode_expert_trajectory(encoder, trajectory)
@@ -233,7 +243,7 @@ def build_sft_trainer(
         trajectories = load_expert_trajectories(config.dataset_path, config.dataset_split, config.successful_only)
     model_path, tokenizer = load_training_tokenizer(config.model_name_or_path)
     system_prompt = policy_system_prompt(config.response_style)  # type: ignore[arg-type]
-    dataset = build_sft_dataset(tokenizer, trajectories, config.max_axtree_chars, system_prompt)
+    dataset = build_sft_dataset(tokenizer, trajectories, config.max_axtree_chars, system_prompt, config.page_history)
     lengths = [len(ids) for ids in dataset["input_ids"]]
     check_policy_tokens_kept(dataset["labels"], config.max_length)
     data_stats = {

@@ -93,7 +93,7 @@ class DynaWebTrainer(PerTokenLogpsOverride, GRPOTrainer):
             expert_trajectories = load_expert_trajectories(args.expert_trajectories)
         experts = ExpertPool(expert_trajectories or [], args.agent_max_steps)
         system_prompt = args.system_prompt or policy_system_prompt(args.response_style)
-        encoder = EpisodeEncoder(processing_class, system_prompt, args.max_axtree_chars)
+        encoder = EpisodeEncoder(processing_class, system_prompt, args.max_axtree_chars, args.page_history)
         shortest = experts.shortest_turn_tokens(encoder)
         if shortest is not None and args.max_turn_tokens < shortest:
             import warnings

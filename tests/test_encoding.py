@@ -6,7 +6,13 @@ import math
 
 import pytest
 
-from dynaweb_env.agent import POLICY_SYSTEM_PROMPT, format_policy_response, observation_message
+from dynaweb_env.agent import (
+    EDITS_HEADER,
+    POLICY_SYSTEM_PROMPT,
+    format_policy_response,
+    observation_edits_message,
+    observation_message,
+)
 from dynaweb_env.data.schema import Step, Trajectory
 from dynaweb_trainer.encoding import EpisodeEncoder, encode_expert_trajectory, trajectory_observations
 
@@ -49,10 +55,13 @@ def _trajectory() -> Trajectory:
     )
 
 
-def _conversation(trajectory: Trajectory) -> list[dict[str, str]]:
+def _conversation(trajectory: Trajectory, edits: bool = False) -> list[dict[str, str]]:
     conversation = [{"role": "system", "content": POLICY_SYSTEM_PROMPT}]
-    for step, observation in zip(trajectory.steps[:3], trajectory_observations(trajectory), strict=False):
-        conversation.append({"role": "user", "content": observation_message(observation)})
+    pairs = zip(trajectory.steps[:3], trajectory_observations(trajectory), strict=False)
+    for index, (step, observation) in enumerate(pairs):
+        before = trajectory.steps[index - 1].axtree if edits and index else None
+        content = observation_message(observation) if before is None else observation_edits_message(before, observation)
+        conversation.append({"role": "user", "content": content})
         conversation.append({"role": "assistant", "content": format_policy_response(step.reasoning, step.action)})
     return conversation
 
@@ -132,3 +141,25 @@ def test_trajectory_without_actions_is_rejected(tokenizer):
     trajectory = Trajectory(id="x", task_id="t", goal="g", source="expert", steps=[Step(url="u", axtree="a")])
     with pytest.raises(ValueError, match="no step with an action"):
         encode_expert_trajectory(tokenizer, trajectory)
+
+
+def test_an_edits_history_writes_later_pages_as_edits_of_the_page_before(tokenizer):
+    trajectory = _trajectory()
+    full = encode_expert_trajectory(tokenizer, trajectory)
+    episode = encode_expert_trajectory(EpisodeEncoder(tokenizer, page_history="edits"), trajectory)
+    text = tokenizer.apply_chat_template(_conversation(trajectory, edits=True), tokenize=False)
+    expected = text[: text.rindex(tokenizer.eos_token) + len(tokenizer.eos_token)]
+    assert tokenizer.decode(episode.input_ids, skip_special_tokens=False) == expected
+    assert episode.prompt_ids == full.prompt_ids and len(episode.input_ids) < len(full.input_ids)
+    # The typed name is one changed line; the objective is not repeated on that page.
+    second = observation_edits_message(trajectory.steps[0].axtree, trajectory_observations(trajectory)[1])
+    assert second.splitlines()[1:3] == [EDITS_HEADER, "CHANGE [3]: textbox 'Name' value='Zoë ☕'"]
+    assert "OBJECTIVE:" not in second and sum(episode.env_mask) == sum(full.env_mask)  # the same policy tokens
+    assert episode.page == trajectory.steps[2].axtree  # the last page encoded, for the next one
+    # A page whose edits would be longer than itself is written whole.
+    new_page = {"goal": "g", "url": "u", "axtree": "RootWebArea 'B'\n\t[9] link 'x'"}
+    assert observation_edits_message("RootWebArea 'A'\n" + "\t[5] button 'y'\n" * 30, new_page) == (
+        observation_message(new_page)
+    )
+    with pytest.raises(ValueError, match="page_history"):
+        EpisodeEncoder(tokenizer, page_history="diff")

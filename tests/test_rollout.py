@@ -96,6 +96,24 @@ def test_batched_multi_turn_episodes(tokenizer):
     assert trajectory.actions == ["hover [2]", "click [2]"] and trajectory.success and len(trajectory.steps) == 3
 
 
+def test_an_edits_history_rolls_out_token_in_token_out(tokenizer):
+    def answer(prompt: str) -> str:  # hover first, then click: the second page is written as edits (or whole)
+        target = prompt.rsplit("Click the button named '", 1)[1].split("'", 1)[0]
+        index = ["ONE", "TWO", "THREE", "FOUR"].index(target) + 1
+        return f"ACTION: click [{index}]" if "PREVIOUS ACTION: hover" in prompt else f"ACTION: hover [{index}]"
+
+    env = make_click_button_vector_env(2, max_steps=4)
+    encoder = EpisodeEncoder(tokenizer, page_history="edits")
+    policy = ScriptedPolicy(tokenizer, answer)
+    options = [{"task": TASK_ID, "task_seed": seed} for seed in (0, 1)]
+    results = run_episodes(env, policy, encoder, options, SamplingParams(max_new_tokens=32), max_steps=4, seed=1)
+    assert all(result.success and result.num_steps == 2 for result in results)
+    for result, second_prompt in zip(results, policy.batches[1], strict=True):
+        # What the policy was given at its second turn is exactly the encoded episode's prefix.
+        assert second_prompt == result.encoded.input_ids[: len(second_prompt)]
+        assert tokenizer.decode(second_prompt).count("OBJECTIVE:") == 1  # the hovered page: edits, not the page
+
+
 def test_groups_share_a_start_and_idle_slots_are_parked(tokenizer):
     env = make_click_button_vector_env(4, max_steps=3)
     calls = []
