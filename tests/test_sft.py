@@ -86,6 +86,23 @@ def test_dataset_one_row_per_episode(tokenizer):
     assert dataset["trajectory_id"] == ["click/0", "click/1"]
 
 
+def test_an_edits_history_shortens_long_tasks_real_expert_episodes(tokenizer):
+    from dynaweb_env.data.io import read_trajectories
+    from dynaweb_env.data.shipped import ALL_TASKS_DATA_DIR
+    from dynaweb_trainer.config import GSPOConfig
+    from dynaweb_trainer.evaluate import EvalConfig
+
+    experts = read_trajectories(ALL_TASKS_DATA_DIR / "train" / "expert.jsonl.xz")
+    trajectory = next(t for t in experts if t.task_id == "miniwob.number-checkboxes")  # ~14 ticks on one page
+    full, edits = (build_sft_dataset(tokenizer, [trajectory], 0, page_history=history) for history in ("full", "edits"))
+    assert len(edits["input_ids"][0]) < len(full["input_ids"][0]) / 2
+    policy_tokens = [sum(label != IGNORE_INDEX for label in rows["labels"][0]) for rows in (full, edits)]
+    assert policy_tokens[0] == policy_tokens[1]  # the same turns are learned, from a shorter history
+    for config, kwargs in ((PolicySFTConfig, {"output_dir": "x"}), (EvalConfig, {}), (GSPOConfig, {"output_dir": "x"})):
+        with pytest.raises(ValueError, match="page_history"):
+            config(**kwargs, page_history="diff")
+
+
 def test_load_expert_trajectories_selects_and_reports(tmp_path):
     path = tmp_path / "experts.jsonl"
     write_trajectories(path, [make_trajectory(0), make_trajectory(1, split="test"), make_trajectory(2, success=False)])
