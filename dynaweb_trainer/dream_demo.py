@@ -17,6 +17,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from dynaweb_env.agent import PAGE_HISTORIES, PAGE_HISTORY_HELP
 from dynaweb_env.data.start_states import load_start_states
 from dynaweb_env.envs.dream_setup import resolve_judge, resolve_world_model
 from dynaweb_env.llm.base import SamplingParams
@@ -45,6 +46,8 @@ class DreamDemoConfig(DreamEnvSettings):
             Token budget of one policy turn.
         max_axtree_chars (`int`, *optional*, defaults to `1500`):
             Tree budget in prompts and in the printout.
+        page_history (`str`, *optional*, defaults to `"full"`):
+            The policy's page history (`"edits"` for a policy trained with it), see `dynaweb-train`.
     """
 
     policy: str = field(default="smollm2-135m", metadata={"help": "Policy reference, as dynaweb-eval takes it."})
@@ -64,6 +67,7 @@ class DreamDemoConfig(DreamEnvSettings):
     seed: int = field(default=0, metadata={"help": "Picks the start state and seeds sampling."})
     policy_max_new_tokens: int = field(default=64, metadata={"help": "Token budget of one policy turn."})
     max_axtree_chars: int = field(default=1500, metadata={"help": "Tree budget in prompts and in the printout."})
+    page_history: str = field(default="full", metadata={"help": PAGE_HISTORY_HELP, "choices": list(PAGE_HISTORIES)})
 
     def __post_init__(self) -> None:
         self.validate_dream_settings()
@@ -88,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     start = states[args.seed % len(states)]
     env = make_dream_vector_env(1, **{**args.env_kwargs(), "max_axtree_chars": args.max_axtree_chars})
     policy = load_policy(args.policy)
-    encoder = EpisodeEncoder(policy.tokenizer, max_axtree_chars=args.max_axtree_chars)
+    encoder = EpisodeEncoder(policy.tokenizer, max_axtree_chars=args.max_axtree_chars, page_history=args.page_history)
     world_model, output_mode = resolve_world_model(args.world_model, args.world_model_output_mode)
     judge = "the world model" if resolve_judge(args.judge) is None else resolve_judge(args.judge)
     print(f"policy {policy.name} | world model {world_model} ({output_mode} mode) | judge {judge}")
