@@ -108,7 +108,7 @@ def run_arm(
     loaded: Any, label: str, k: int, d: int, run_seed: int, args: argparse.Namespace, vector_env: Any
 ) -> dict[str, Any]:
     """One ``dynaweb eval`` of a policy with one arm and run seed (resumed if its partial file exists)."""
-    from dynaweb_trainer.evaluate import EvalConfig, evaluate_policy
+    from dynaweb_trainer.evaluate import EvalConfig, evaluate_policy, same_settings
 
     output = Path(args.work) / label / f"K{k}-d{d}-seed{run_seed}.json"
     config = EvalConfig(
@@ -118,8 +118,7 @@ def run_arm(
     )  # fmt: skip
     if output.is_file():  # finished: read back when run with the same settings (wherever it was written)
         report = json.loads(output.read_text())
-        recorded, wanted = report.get("config", {}), json.loads(json.dumps(config.__dict__))
-        if {**recorded, "output": None} == {**wanted, "output": None}:
+        if same_settings(report.get("config", {}), config, ignore=("output",)):
             return report
     command = f"{args.command}  # arm K{k}:d{d}, run seed {run_seed}"
     return evaluate_policy(config, policy=loaded, vector_env=vector_env, command=command, show_progress=False)

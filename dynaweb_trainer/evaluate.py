@@ -263,6 +263,14 @@ def _resume_header(config: EvalConfig) -> dict[str, Any]:
     return {"resume_config": {k: v for k, v in asdict(config).items() if k not in _RESUME_IGNORES}}
 
 
+def same_settings(recorded: dict[str, Any], config: EvalConfig, ignore: Sequence[str] = _RESUME_IGNORES) -> bool:
+    """Whether a recorded configuration (a report's ``config``, a partial file's header) is ``config``'s, fields in
+    ``ignore`` aside. A field the record lacks counts as its default: a setting added to :class:`EvalConfig` after
+    the record was written did not exist then, so the record ran with its default."""
+    defaults, wanted = (json.loads(json.dumps(asdict(c))) for c in (EvalConfig(), config))
+    return {**defaults, **recorded, **dict.fromkeys(ignore)} == {**wanted, **dict.fromkeys(ignore)}
+
+
 def load_partial_results(config: EvalConfig) -> dict[tuple[str, int], dict[str, Any]]:
     """Episode records an interrupted run of the same configuration saved, keyed by ``(task, seed)``.
 
@@ -276,7 +284,8 @@ def load_partial_results(config: EvalConfig) -> dict[tuple[str, int], dict[str, 
         return {}
     lines = iter_jsonl_lines(path, on_error="skip")
     first = next(lines, None)
-    if first is None or first.number != 1 or first.record != _resume_header(config):
+    header = first.record.get("resume_config") if first is not None and first.number == 1 else None
+    if not isinstance(header, dict) or not same_settings(header, config):
         raise ValueError(
             f"{path} holds episodes of another evaluation configuration than this one; delete it to start over "
             "or choose another --output"

@@ -216,6 +216,19 @@ def test_resumed_evaluation_gives_a_record_cut_before_its_newline_one(tmp_path, 
     assert report["resumed_episodes"] == 2 and [e["task_seed"] for e in report["episodes"]] == [0, 1, 2]
 
 
+def test_a_record_lacking_a_later_setting_ran_with_its_default():
+    from dataclasses import asdict
+
+    from dynaweb_trainer.evaluate import same_settings
+
+    config = EvalConfig(policy="expert", tasks=["miniwob.click-button"], seeds="100-102", output="a.json")
+    recorded = json.loads(json.dumps(asdict(config)))
+    del recorded["page_history"]  # written before the setting existed
+    assert same_settings(recorded, config) and same_settings({**recorded, "output": "b.json"}, config)
+    assert not same_settings(recorded, EvalConfig(**{**config.__dict__, "page_history": "edits"}))
+    assert not same_settings({**recorded, "output": "b.json"}, config, ignore=("num_envs",))
+
+
 @pytest.mark.browser
 def test_interrupted_evaluation_resumes_where_it_stopped(tmp_path):
     output = tmp_path / "expert.json"
