@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from dynaweb_env.actions import parse_action
-from dynaweb_env.axtree import truncate_axtree
+from dynaweb_env.axtree import axtree_element_line, truncate_axtree
 from dynaweb_env.data.io import read_trajectories
 from dynaweb_env.data.shipped import ALL_TASKS_DATA_DIR
 from dynaweb_env.data.tasks import TASK_SUITES
@@ -61,7 +61,7 @@ def dropped_targets(trajectory: Any, cut: int) -> tuple[int, int]:
         element = parse_action(step.action).element_id if step.action else None
         if element is not None:
             acted += 1
-            dropped += f"[{element}]" not in truncate_axtree(step.axtree, cut)
+            dropped += not axtree_element_line(truncate_axtree(step.axtree, cut), element)
     return acted, dropped
 
 

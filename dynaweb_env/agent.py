@@ -34,6 +34,15 @@ PageHistory = Literal["full", "edits"]
 PAGE_HISTORIES: tuple[str, ...] = get_args(PageHistory)
 #: The command-line help of every tool's ``page_history`` option.
 PAGE_HISTORY_HELP = "Pages after the first: whole (full), or as edits of the page before (edits)."
+
+
+def check_page_history(page_history: str) -> str:
+    """``page_history`` if it is one of :data:`PAGE_HISTORIES` (``ValueError`` otherwise): every tool's one check."""
+    if page_history not in PAGE_HISTORIES:
+        raise ValueError(f"page_history must be one of {PAGE_HISTORIES}, got {page_history!r}")
+    return page_history
+
+
 #: The line that introduces a page written as edits of the page before.
 EDITS_HEADER = "PAGE EDITS (of the page before):"
 
@@ -178,6 +187,7 @@ __all__ = [
     "EDITS_HEADER",
     "PAGE_HISTORIES",
     "PAGE_HISTORY_HELP",
+    "check_page_history",
     "PageHistory",
     "format_policy_response",
     "initial_conversation",

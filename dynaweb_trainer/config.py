@@ -16,7 +16,7 @@ from typing import Any
 
 from trl import GRPOConfig
 
-from dynaweb_env.agent import PAGE_HISTORIES, PAGE_HISTORY_HELP
+from dynaweb_env.agent import PAGE_HISTORIES, PAGE_HISTORY_HELP, check_page_history
 from dynaweb_env.data.tasks import expand_tasks
 from dynaweb_env.models import DEFAULT_JUDGE
 
@@ -403,8 +403,7 @@ class GSPOConfig(GRPOConfig, DreamEnvSettings, LoraSettings):
             raise ValueError(
                 f"num_envs must be >= 1 or None and max_axtree_chars >= 0, got {self.num_envs}, {self.max_axtree_chars}"
             )
-        if self.page_history not in PAGE_HISTORIES:
-            raise ValueError(f"page_history must be one of {PAGE_HISTORIES}, got {self.page_history!r}")
+        check_page_history(self.page_history)
         if self.max_completion_length is not None and self.max_completion_length < self.max_turn_tokens:
             raise ValueError(
                 f"max_completion_length ({self.max_completion_length}) must be >= max_turn_tokens "

@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dynaweb_env.agent import (
-    PAGE_HISTORIES,
     POLICY_SYSTEM_PROMPT,
+    check_page_history,
     format_policy_response,
     initial_conversation,
     observation_edits_message,
@@ -156,12 +156,10 @@ class EpisodeEncoder:
             raise ValueError("the tokenizer has no EOS token; multi-turn encoding needs one to end assistant turns")
         if max_axtree_chars < 0:
             raise ValueError(f"max_axtree_chars must be >= 0, got {max_axtree_chars}")
-        if page_history not in PAGE_HISTORIES:
-            raise ValueError(f"page_history must be one of {PAGE_HISTORIES}, got {page_history!r}")
         self.tokenizer = tokenizer
         self.system_prompt = system_prompt
         self.max_axtree_chars = max_axtree_chars
-        self.page_history = page_history
+        self.page_history = check_page_history(page_history)
         self.eos_token_id: int = tokenizer.eos_token_id
         self._dummy_prefix_ids: list[int] | None = None
 

@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dynaweb_env.agent import PAGE_HISTORIES, PAGE_HISTORY_HELP
+from dynaweb_env.agent import PAGE_HISTORIES, PAGE_HISTORY_HELP, check_page_history
 from dynaweb_env.data.jsonl import CorruptRecordWarning, append_jsonl, iter_jsonl_lines
 from dynaweb_env.data.tasks import (  # noqa: F401 - MULTISTEP_TASKS, TASK_SUITES: their old import path
     DEFAULT_TASKS,
@@ -161,8 +161,7 @@ class EvalConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.max_axtree_chars < 0:
             raise ValueError(f"max_axtree_chars must be >= 0, got {self.max_axtree_chars}")
-        if self.page_history not in PAGE_HISTORIES:
-            raise ValueError(f"page_history must be one of {PAGE_HISTORIES}, got {self.page_history!r}")
+        check_page_history(self.page_history)
         if self.response_style not in ("compact", "paper"):
             raise ValueError(f"response_style must be 'compact' or 'paper', got {self.response_style!r}")
         SamplingParams(max_new_tokens=self.max_new_tokens, temperature=self.temperature, top_p=self.top_p)

@@ -34,7 +34,13 @@ from typing import Any
 
 from trl import TrlParser
 
-from dynaweb_env.agent import PAGE_HISTORIES, PAGE_HISTORY_HELP, POLICY_SYSTEM_PROMPT, policy_system_prompt
+from dynaweb_env.agent import (
+    PAGE_HISTORIES,
+    PAGE_HISTORY_HELP,
+    POLICY_SYSTEM_PROMPT,
+    check_page_history,
+    policy_system_prompt,
+)
 from dynaweb_env.compat.transformers import word_negated_flags
 from dynaweb_env.data.schema import Trajectory
 from dynaweb_env.data.shipped import EXPERT_TRAJECTORIES
@@ -128,8 +134,7 @@ class PolicySFTConfig(TrajectorySFTConfig):
             raise ValueError(f"response_style must be 'compact' or 'paper', got {self.response_style!r}")
         if self.max_axtree_chars < 0:
             raise ValueError(f"max_axtree_chars must be >= 0, got {self.max_axtree_chars}")
-        if self.page_history not in PAGE_HISTORIES:
-            raise ValueError(f"page_history must be one of {PAGE_HISTORIES}, got {self.page_history!r}")
+        check_page_history(self.page_history)
         super().__post_init__()
 
 

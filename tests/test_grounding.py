@@ -208,15 +208,19 @@ def test_a_control_named_by_position_must_be_the_one_acted_on():
     assert objective_requirements("Focus into the 5th input textbox.", [], [], FOCUS_PAGE) == []
 
 
-def test_on_real_pages_the_position_rule_flags_no_success_of_focus_text_2():
+def _flagged_on_real_pages(task: str, *paths: str) -> collections.Counter:
+    """``(real reward, flagged by the objective check)`` counts over the task's real trajectories in ``paths``."""
     flagged = collections.Counter()
-    for trajectory in read_trajectories("dynaweb_env/data/miniwob-large/train/expert.jsonl.xz"):
-        if trajectory.task_id != "miniwob.focus-text-2":
-            continue
+    for trajectory in (t for path in paths for t in read_trajectories(path) if t.task_id == task):
         request, reward, _ = judge_cases([trajectory])[0]
         actions = [step.action for step in request.steps]
         targets = [step.target for step in request.steps]
         flagged[reward, bool(unmet_objective(request.goal, actions, targets, request.final_axtree))] += 1
+    return flagged
+
+
+def test_on_real_pages_the_position_rule_flags_no_success_of_focus_text_2():
+    flagged = _flagged_on_real_pages("miniwob.focus-text-2", "dynaweb_env/data/miniwob-large/train/expert.jsonl.xz")
     assert flagged[1.0, False] >= 5 and flagged[1.0, True] == 0
 
 
@@ -268,14 +272,7 @@ def test_a_list_of_values_the_objective_names_must_be_shown_in_order():
 
 
 def test_on_real_pages_the_values_rule_flags_every_use_slider_2_failure_and_no_success():
-    flagged = collections.Counter()
-    for split in ("train", "validation", "test"):
-        for trajectory in read_trajectories(f"dynaweb_env/data/miniwob-all/{split}"):
-            if trajectory.task_id != "miniwob.use-slider-2":
-                continue
-            request, reward, _ = judge_cases([trajectory])[0]
-            actions = [step.action for step in request.steps]
-            targets = [step.target for step in request.steps]
-            flagged[reward, bool(unmet_objective(request.goal, actions, targets, request.final_axtree))] += 1
+    splits = [f"dynaweb_env/data/miniwob-all/{split}" for split in ("train", "validation", "test")]
+    flagged = _flagged_on_real_pages("miniwob.use-slider-2", *splits)
     assert flagged[1.0, False] >= 10 and flagged[1.0, True] == 0
     assert flagged[0.0, True] >= 5 and flagged[0.0, False] == 0
