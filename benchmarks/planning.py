@@ -26,6 +26,7 @@ Command::
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import shlex
@@ -105,14 +106,15 @@ def load_benchmark_policy(spec: str) -> Any:
 
 
 def run_arm(
-    loaded: Any, label: str, k: int, d: int, run_seed: int, args: argparse.Namespace, vector_env: Any
+    spec: str, load: Any, label: str, k: int, d: int, run_seed: int, args: argparse.Namespace, browsers: Any
 ) -> dict[str, Any]:
-    """One ``dynaweb eval`` of a policy with one arm and run seed (resumed if its partial file exists)."""
+    """One ``dynaweb eval`` of a policy with one arm and run seed (resumed if its partial file exists). ``load()``
+    and ``browsers()`` give the policy and the vector env, made on first use: a finished run needs neither."""
     from dynaweb_trainer.evaluate import EvalConfig, evaluate_policy, same_settings
 
     output = Path(args.work) / label / f"K{k}-d{d}-seed{run_seed}.json"
     config = EvalConfig(
-        policy=loaded.spec, tasks=list(args.tasks), seeds=",".join(map(str, args.seed_list)), num_envs=args.num_envs,
+        policy=spec.strip(), tasks=list(args.tasks), seeds=",".join(map(str, args.seed_list)), num_envs=args.num_envs,
         max_steps=args.max_steps, seed=run_seed, output=str(output), plan=k, plan_depth=max(d, 1),
         plan_world_model=args.world_model, plan_judge=args.judge, max_new_tokens=args.max_new_tokens,
     )  # fmt: skip
@@ -121,7 +123,7 @@ def run_arm(
         if same_settings(report.get("config", {}), config, ignore=("output",)):
             return report
     command = f"{args.command}  # arm K{k}:d{d}, run seed {run_seed}"
-    return evaluate_policy(config, policy=loaded, vector_env=vector_env, command=command, show_progress=False)
+    return evaluate_policy(config, policy=load(), vector_env=browsers(), command=command, show_progress=False)
 
 
 def summarize_arm(reports: Sequence[dict[str, Any]], baseline: Sequence[dict[str, Any]] | None) -> dict[str, Any]:
@@ -212,22 +214,29 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     from dynaweb_trainer.evaluate import EvalConfig, make_real_vector_env
 
     started = time.perf_counter()
-    vector_env = make_real_vector_env(EvalConfig(tasks=args.tasks, max_steps=args.max_steps), args.num_envs)
+    made: list[Any] = []  # the vector env, once a run needs one
+
+    def browsers() -> Any:
+        if not made:
+            made.append(make_real_vector_env(EvalConfig(tasks=args.tasks, max_steps=args.max_steps), args.num_envs))
+        return made[0]
+
     results: dict[str, dict[str, Any]] = {}
     try:
         for label, spec in map(parse_policy, args.policies):
-            loaded = load_benchmark_policy(spec)
+            load = functools.cache(functools.partial(load_benchmark_policy, spec))
             runs: dict[str, list[dict[str, Any]]] = {}
             for k, d in args.arms:
                 seeds = args.run_seeds if k else args.run_seeds[:1]  # greedy without planning: one run is all
-                runs[f"K{k}:d{d}"] = [run_arm(loaded, label, k, d, s, args, vector_env) for s in seeds]
+                runs[f"K{k}:d{d}"] = [run_arm(spec, load, label, k, d, s, args, browsers) for s in seeds]
             baseline = runs.get("K0:d0")
             results[label] = {
                 "spec": spec,
                 **{arm: summarize_arm(reports, None if arm == "K0:d0" else baseline) for arm, reports in runs.items()},
             }
     finally:
-        vector_env.close()
+        for vector_env in made:
+            vector_env.close()
     report = {
         "command": args.command,
         "tasks": args.tasks,
