@@ -72,6 +72,10 @@ interrupted ``dynaweb-train`` resumes from its last checkpoint via ``--resume``,
     # the multi-step suite (the 5 tasks with the longest expert episodes): results in
     # benchmarks/results/paper_claims/multistep/
     python benchmarks/paper_claims.py table1 dream_length --suite multistep --seeds 0 1 2 --sft-seed 0
+    # the long suite (9 tasks of 3-16 expert steps) on its own budget (20-step episodes, 3000-character trees, pages
+    # after the first as edits): results in benchmarks/results/paper_claims/long/
+    python benchmarks/paper_claims.py table1 --suite long --seeds 0 1 2 --sft-seed 0 \
+        --world-model smollm2-135m-wm-patch-all --judge smollm2-135m-judge-all
     nohup python benchmarks/paper_claims.py table1 dream_length expert_frac world_model > runs/claims.log 2>&1 &
     python benchmarks/paper_claims.py table1 --dry-run          # the exact commands, nothing run
     python benchmarks/paper_claims.py table1 --aggregate-only   # JSON + PNG from the runs finished so far
@@ -164,7 +168,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help=f"one or more of: {', '.join(EXPERIMENTS)}",
     )
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2], help="training seeds (default 0 1 2)")
-    parser.add_argument("--budget", choices=sorted(BUDGETS), default="small", help="compute budget (default small)")
+    parser.add_argument(
+        "--budget",
+        choices=sorted(BUDGETS),
+        default=None,
+        help="compute budget (default: long with --suite long, else small)",
+    )
     parser.add_argument(
         "--set",
         nargs="+",
@@ -236,8 +245,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--suite",
         choices=sorted(TASK_SUITES),
         default=None,
-        help="a named task suite: small (the 9 shipped tasks, the default) or multistep (the 5 tasks with the "
-        "longest expert episodes, 3-4 actions); its results go to <results-dir>/<suite>/ unless it is small",
+        help="a named task suite: small (the 9 shipped tasks, the default), multistep (the 5 tasks with the "
+        "longest expert episodes, 3-4 actions) or long (9 tasks of 3-16 expert steps, on the long budget); its "
+        "results go to <results-dir>/<suite>/ unless it is small",
     )
     parser.add_argument("--tasks", nargs="+", default=None, help="tasks (default: the suite's; not with --suite)")
     parser.add_argument(
@@ -288,9 +298,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def suite_budget(suite: str | None) -> str:
+    """The budget a suite runs on unless ``--budget`` says otherwise: ``"long"`` for the long suite (its episodes
+    need more steps, a larger tree cut and pages as edits; see ``BUDGETS``), ``"small"`` for the others."""
+    return "long" if suite == "long" else "small"
+
+
 def make_context(args: argparse.Namespace) -> Context:
     return Context(
-        budget=apply_overrides(BUDGETS[args.budget], args.set),
+        budget=apply_overrides(BUDGETS[args.budget or suite_budget(args.suite)], args.set),
         seeds=list(dict.fromkeys(args.seeds)),
         policy=args.policy,
         world_model=args.world_model,

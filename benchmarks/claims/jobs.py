@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dynaweb_env.agent import check_page_history
 from dynaweb_env.data.shipped import EXPERT_TRAJECTORIES, split_of
 from dynaweb_env.models import TRAINING_WORLD_MODEL
 from dynaweb_env.ship import TRAINING_RECORD_FILE
@@ -83,6 +84,8 @@ class Budget:
         dream_length: DynaWeb's dream length where the experiment does not vary it.
         max_turn_tokens, max_axtree_chars, max_completion_length: Policy turn budget, tree cut (also
             in SFT and evaluation, so the policy always sees what it trained on) and episode cap.
+        page_history: How the policy sees pages after the first, in SFT, training and evaluation alike:
+            ``"full"`` (whole) or ``"edits"`` (the edits of the page before; ``EpisodeEncoder``).
         world_model_max_new_tokens, judge_max_new_tokens: Token budgets of one prediction / verdict.
         save_steps: Checkpoint interval (what an interrupted run loses at most).
         model_steps: Optimizer steps (of 4 examples) of the world model and judge trained on the demonstrations
@@ -106,12 +109,16 @@ class Budget:
     max_turn_tokens: int = 64
     max_axtree_chars: int = 1500
     max_completion_length: int = 4096
+    page_history: str = "full"
     world_model_max_new_tokens: int = 384
     judge_max_new_tokens: int = 128
     save_steps: int = 2
     model_steps: int = 350
     eval_seeds: str = held_out_seeds(100, 10)
     eval_envs: int = 4
+
+    def __post_init__(self) -> None:
+        check_page_history(self.page_history)
 
 
 BUDGETS: dict[str, Budget] = {
@@ -131,6 +138,18 @@ BUDGETS: dict[str, Budget] = {
         judge_max_new_tokens=256,
         save_steps=4,
         eval_seeds=held_out_seeds(100, 30),
+    ),
+    # The long suite (``--suite long`` picks it): measured on every expert episode of the all-tasks data
+    # (``python -m benchmarks.observation_cut``, docs/training.md). Its experts take 3 to 16 steps (number-checkboxes
+    # 13-16), so 5 steps cannot solve it; a 1500-character tree drops the acted-on element of 18% of their actions,
+    # 3000 of 2%; at this cut whole pages make 39 of 90 episodes fit 4,096 tokens, pages as edits 74 (every episode
+    # of 7 of the 9 tasks; book-flight and choose-date rewrite their pages wholesale). One SFT episode at a time.
+    "long": Budget(
+        sft_batch_size=1,
+        sft_gradient_accumulation_steps=8,
+        agent_max_steps=20,
+        max_axtree_chars=3000,
+        page_history="edits",
     ),
 }
 
@@ -348,6 +367,8 @@ def sft_job(ctx: Context, seed: int) -> Job:
         "--seed": seed,
         "--save_steps": b.save_steps,
     }
+    if b.page_history != "full":  # only when set, so that the other budgets' runs keep their commands and hashes
+        flags["--page_history"] = b.page_history
     if b.sft_learning_rate is not None:
         flags["--learning_rate"] = b.sft_learning_rate
     if ctx.demonstrations is not None:  # else dynaweb-sft's default: the shipped demonstrations
@@ -403,6 +424,8 @@ def train_job(ctx: Context, arm: Arm, seed: int, start: Job) -> Job:
         "--max-completion-length": b.max_completion_length,
         "--tasks": ctx.tasks,
     }
+    if b.page_history != "full":
+        flags["--page-history"] = b.page_history
     if b.train_learning_rate is not None:
         flags["--learning-rate"] = b.train_learning_rate
     flags.update(arm.train_flags)
@@ -448,6 +471,8 @@ def eval_job(ctx: Context, name: str, policy: str) -> Job:
         "--max-axtree-chars": b.max_axtree_chars,
         "--num-envs": b.eval_envs,
     }
+    if b.page_history != "full":
+        flags["--page-history"] = b.page_history
     return make_job(ctx, f"eval-{name}", "dynaweb-eval", to_args(flags), "--output", "eval.json", output_file=True)
 
 
