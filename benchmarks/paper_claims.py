@@ -132,6 +132,7 @@ from benchmarks.claims.jobs import (  # noqa: E402
     BUDGETS,
     DEMONSTRATIONS,
     ROOT,
+    SUITE_BUDGETS,
     TRAINED_WORLD_MODEL,
     Context,
     apply_overrides,
@@ -298,15 +299,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def suite_budget(suite: str | None) -> str:
-    """The budget a suite runs on unless ``--budget`` says otherwise: ``"long"`` for the long suite (its episodes
-    need more steps, a larger tree cut and pages as edits; see ``BUDGETS``), ``"small"`` for the others."""
-    return "long" if suite == "long" else "small"
-
-
 def make_context(args: argparse.Namespace) -> Context:
     return Context(
-        budget=apply_overrides(BUDGETS[args.budget or suite_budget(args.suite)], args.set),
+        budget=apply_overrides(BUDGETS[args.budget or SUITE_BUDGETS.get(args.suite, "small")], args.set),
         seeds=list(dict.fromkeys(args.seeds)),
         policy=args.policy,
         world_model=args.world_model,

@@ -152,6 +152,8 @@ BUDGETS: dict[str, Budget] = {
         page_history="edits",
     ),
 }
+#: The budget a task suite runs on unless ``--budget`` says otherwise (every other suite: ``"small"``).
+SUITE_BUDGETS = {"long": "long"}
 
 
 def apply_overrides(budget: Budget, assignments: Sequence[str]) -> Budget:
