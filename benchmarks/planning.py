@@ -107,9 +107,10 @@ def load_benchmark_policy(spec: str) -> Any:
 
 def run_arm(
     spec: str, load: Any, label: str, k: int, d: int, run_seed: int, args: argparse.Namespace, browsers: Any
-) -> dict[str, Any]:
+) -> dict[str, Any] | None:
     """One ``dynaweb eval`` of a policy with one arm and run seed (resumed if its partial file exists). ``load()``
-    and ``browsers()`` give the policy and the vector env, made on first use: a finished run needs neither."""
+    and ``browsers()`` give the policy and the vector env, made on first use: a finished run needs neither. With
+    ``args.aggregate_only``, a run not finished is ``None`` (nothing runs)."""
     from dynaweb_trainer.evaluate import EvalConfig, evaluate_policy, same_settings
 
     output = Path(args.work) / label / f"K{k}-d{d}-seed{run_seed}.json"
@@ -122,6 +123,8 @@ def run_arm(
         report = json.loads(output.read_text())
         if same_settings(report.get("config", {}), config, ignore=("output",)):
             return report
+    if args.aggregate_only:
+        return None
     command = f"{args.command}  # arm K{k}:d{d}, run seed {run_seed}"
     return evaluate_policy(config, policy=load(), vector_env=browsers(), command=command, show_progress=False)
 
@@ -134,6 +137,7 @@ def summarize_arm(reports: Sequence[dict[str, Any]], baseline: Sequence[dict[str
     keys = [key for key, value in costs[0].items() if isinstance(value, (int, float)) and key != "real_steps"]
     row: dict[str, Any] = {
         "episodes_per_seed": reports[0]["summary"]["episodes"],
+        "run_seeds": [report["config"]["seed"] for report in reports],
         "success_by_seed": rates,
         "success_mean": round(statistics.fmean(rates), 4),
         "success_spread": round(statistics.stdev(rates), 4) if len(rates) > 1 else 0.0,
@@ -172,7 +176,9 @@ def plot(report: dict[str, Any], path: Path) -> None:
         for x, row, mean in zip(xs, rows, means, strict=True):
             if row:
                 seconds = row["cost_per_real_step"]["seconds"]
-                ax.text(x, mean + 1, f"{mean:.0f}%\n{seconds:.0f} s/step", ha="center", va="bottom", fontsize=7)
+                runs = len(row["success_by_seed"])
+                label = f"{mean:.0f}%\n{seconds:.0f} s/step" + ("" if runs > 1 else "\n1 seed")
+                ax.text(x, mean + 1, label, ha="center", va="bottom", fontsize=7)
     ax.set_xticks([a + width * (len(policies) - 1) / 2 for a in range(len(arms))])
     ax.set_xticklabels(["no planning" if arm == "K0:d0" else arm for arm in arms])
     ax.set_ylabel("held-out success (%)")
@@ -204,6 +210,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--num-envs", type=int, default=2, help="Browsers in parallel.")
     parser.add_argument("--work", default="runs/planning", help="Per-run eval JSON and partial episode files.")
     parser.add_argument("--output", default=str(RESULTS / "planning.json"))
+    parser.add_argument(
+        "--aggregate-only",
+        action="store_true",
+        help="Read back finished runs only, run nothing; the others are listed in missing_runs.",
+    )
     args = parser.parse_args(argv)
     if args.per_task < 1 or args.num_envs < 1:
         parser.error("--per-task and --num-envs must be >= 1")
@@ -222,13 +233,17 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         return made[0]
 
     results: dict[str, dict[str, Any]] = {}
+    missing: list[str] = []
     try:
         for label, spec in map(parse_policy, args.policies):
             load = functools.cache(functools.partial(load_benchmark_policy, spec))
             runs: dict[str, list[dict[str, Any]]] = {}
             for k, d in args.arms:
                 seeds = args.run_seeds if k else args.run_seeds[:1]  # greedy without planning: one run is all
-                runs[f"K{k}:d{d}"] = [run_arm(spec, load, label, k, d, s, args, browsers) for s in seeds]
+                reports = {s: run_arm(spec, load, label, k, d, s, args, browsers) for s in seeds}
+                missing += [f"{label} K{k}:d{d} run seed {s}" for s, report in reports.items() if report is None]
+                if done := [report for report in reports.values() if report is not None]:
+                    runs[f"K{k}:d{d}"] = done
             baseline = runs.get("K0:d0")
             results[label] = {
                 "spec": spec,
@@ -247,6 +262,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "world_model": args.world_model or "shipped default",
         "judge": args.judge or "shipped default",
         "wall_seconds_this_invocation": round(time.perf_counter() - started, 1),
+        "missing_runs": missing,
         "policies": results,
     }
     output = Path(args.output)

@@ -418,6 +418,11 @@ def test_planning_runs_a_policy_with_and_without_planning(tmp_path, monkeypatch)
     rerun = argv[: argv.index("--work") + 1] + [str(moved), "--output", str(tmp_path / "q.json")]
     monkeypatch.setattr("dynaweb_trainer.evaluate.evaluate_policy", lambda *a, **k: pytest.fail("a run was redone"))
     assert run_main("planning", rerun)["policies"] == report["policies"]
+    # --aggregate-only reads back what finished and lists the rest, running nothing.
+    grid = [*rerun[:5], "4:1", *rerun[5:], "--aggregate-only", "--output", str(tmp_path / "r.json")]
+    partial = run_main("planning", grid)
+    assert partial["missing_runs"] == ["explore-e0.5 K4:d1 run seed 0"]
+    assert partial["policies"] == report["policies"] and partial["arms"] == ["K0:d0", "K2:d1", "K4:d1"]
 
 
 @pytest.mark.usefixtures("require_browser")
