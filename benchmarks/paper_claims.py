@@ -72,8 +72,8 @@ interrupted ``dynaweb-train`` resumes from its last checkpoint via ``--resume``,
     # the multi-step suite (the 5 tasks with the longest expert episodes): results in
     # benchmarks/results/paper_claims/multistep/
     python benchmarks/paper_claims.py table1 dream_length --suite multistep --seeds 0 1 2 --sft-seed 0
-    # the long suite (9 tasks of 3-16 expert steps) on its own budget (20-step episodes, 3000-character trees, pages
-    # after the first as edits): results in benchmarks/results/paper_claims/long/
+    # the long suite (9 tasks of 3-16 expert steps) on its own budget (10 steps or the task's own limit,
+    # 3000-character trees, pages after the first as edits): results in benchmarks/results/paper_claims/long/
     python benchmarks/paper_claims.py table1 --suite long --seeds 0 1 2 --sft-seed 0 \
         --world-model smollm2-135m-wm-patch-all --judge smollm2-135m-judge-all
     nohup python benchmarks/paper_claims.py table1 dream_length expert_frac world_model > runs/claims.log 2>&1 &
