@@ -245,7 +245,9 @@ def test_smollm2_prefill_strategies_change_nothing(smol, params):
     users = ["Click [12].", "Type 'hello world' into the search box [7] and press Enter.", "Click [12]."]
     conversations = [[system, {"role": "user", "content": user}] for user in users]
     assert shared_prefix_length([smol.chat_prompt_ids(c) for c in conversations]) >= MIN_SHARED_PREFIX
+    prefilled = smol.prefilled_rows
     shared = smol.generate(conversations, params)
+    assert smol.prefilled_rows == prefilled + 2  # the repeated prompt's rest is computed once
     variants = []  # no shared prefix; rows prefilled in one padded batch (the accelerator path); both
     for share_prefix, rows_alone in ((False, True), (True, False), (False, False)):
         smol.share_prefix, smol.prefill_rows_alone = share_prefix, rows_alone

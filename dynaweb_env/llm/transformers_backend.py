@@ -231,6 +231,8 @@ class TransformersBackend:
             self.prefix_states = PrefixStates()
         #: Prefill each prompt's rest alone (no padding computed) rather than in one padded batch: see `_prefill`.
         self.prefill_rows_alone = self.device.type == "cpu"
+        #: Prompt rests prefilled one at a time so far (identical rests of one call count once).
+        self.prefilled_rows = 0
         self.decoding, self.compile = decoding_plan(self.device, decoding, compile)
 
     @staticmethod
@@ -406,13 +408,26 @@ class TransformersBackend:
     def _prefill_rows(
         self, suffixes: list[list[int]], shared: int, width: int, prefix: Any
     ) -> tuple[torch.Tensor, Any]:
-        """Prefill each row's rest alone after the ``shared``-token ``prefix`` cache, into one left-padded cache."""
+        """Prefill each row's rest alone after the ``shared``-token ``prefix`` cache, into one left-padded cache.
+
+        A rest identical to an earlier row's (the copies of one prompt: a planner's samples, several GRPO groups in
+        one batch) is computed once; its copies take that row's cache and logits."""
         from .kv_cache import GrowingCache
 
         device = self.device
         rows: list[torch.Tensor] = []
         batched = None
+        first_of: dict[tuple[int, ...], int] = {}
         for row, ids in enumerate(suffixes):
+            start = shared + width - len(ids)
+            same = first_of.setdefault(tuple(ids), row)
+            if same != row:
+                rows.append(rows[same])
+                for layer in batched.layers:
+                    layer.keys[row, :, start:] = layer.keys[same, :, start:]
+                    layer.values[row, :, start:] = layer.values[same, :, start:]
+                continue
+            self.prefilled_rows += 1
             positions = torch.arange(shared, shared + len(ids), device=device)[None]
             rows.append(self._forward(torch.tensor([ids], device=device), prefix, position_ids=positions))
             if batched is None:  # shaped after the first row's layers; the padding stays zero (and masked)
@@ -420,7 +435,6 @@ class TransformersBackend:
                 for source, target in zip(prefix.layers, batched.layers, strict=True):
                     target.keys[:, :, :shared] = source.keys[:, :, :shared]
                     target.values[:, :, :shared] = source.values[:, :, :shared]
-            start = shared + width - len(ids)
             for source, target in zip(prefix.layers, batched.layers, strict=True):
                 target.keys[row, :, start:] = source.keys[0, :, shared:]
                 target.values[row, :, start:] = source.values[0, :, shared:]
