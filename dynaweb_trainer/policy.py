@@ -275,7 +275,10 @@ def load_policy(
             device = device or ("cuda" if torch.cuda.is_available() else "cpu")
             model, policy_tokenizer, loaded = load_model_and_tokenizer(directory, device=device)
             details["base_model"] = loaded["base_model"]
-            backend = TransformersBackend(model, policy_tokenizer, max_batch_size=max_batch_size, model_name=spec)
+            # Loaded for inference alone: its system prompt's KV cache is kept between calls.
+            backend = TransformersBackend(
+                model, policy_tokenizer, max_batch_size=max_batch_size, model_name=spec, frozen=True
+            )
             return LoadedPolicy(spec, "adapter", policy_tokenizer, GenerationPolicy(backend), details)
         backend = TransformersBackend(directory, device=device, max_batch_size=max_batch_size, model_name=spec)
         return LoadedPolicy(spec, "model", backend.tokenizer, GenerationPolicy(backend), details)

@@ -302,6 +302,16 @@ def test_rollout_throughput_runs_dreams_batched_and_one_at_a_time(tmp_path):
     assert result["batched"]["num_envs"] == 2 and result["sequential"]["num_envs"] == 1
 
 
+def test_policy_prefill_compares_the_prefill_settings_on_the_same_calls(tmp_path):
+    argv = ["--policy", TINY, "--tasks", "miniwob.click-button", "miniwob.enter-text", "--plan", "3"]
+    report = run_main("policy_prefill", [*argv, "--max-new-tokens", "2", "--output", str(tmp_path / "p.json")])
+    eval_shape, plan = report["shapes"]["eval"], report["shapes"]["plan"]
+    assert eval_shape["rows_per_call"] == 2 and plan["rows_per_call"] == 4
+    # Identical prompts are prefilled once where the prefix is shared; greedy answers never change.
+    assert plan["none"]["rows_prefilled"] == 4 and plan["batch"]["rows_prefilled"] == 2
+    assert eval_shape["kept"]["same_tokens_as_none"] and eval_shape["batch"]["same_tokens_as_none"]
+
+
 def test_thread_batching_runs_every_mode(tmp_path):
     argv = ["--num-envs", "2", "--steps", "1", "--rounds", "1", "--world-model", TINY, "--judge", TINY]
     argv += ["--max-new-tokens", "2", "--judge-max-new-tokens", "2", "--output", str(tmp_path / "t.json")]

@@ -277,6 +277,7 @@ def test_smollm2_prefill_strategies_change_nothing(smol, params):
 def test_a_live_model_keeps_no_prefix_between_calls(smol):
     live = TransformersBackend(smol.model, smol.tokenizer)  # e.g. the trainer's policy: its weights change
     assert live.prefix_states is None and smol.prefix_states is not None
+    assert TransformersBackend(smol.model, smol.tokenizer, frozen=True).prefix_states is not None  # an evaluated one
 
 
 def test_cut_at_repeated_line():

@@ -2,12 +2,14 @@
 
 Pure functions of token ids and lengths (no engine needed), shared by both local backends:
 :func:`shared_prefix_length`, the prefix a batch's prompts share; :func:`first_turn_length`, the prefix of a prompt
-kept between calls; and :func:`plan_groups`, which prompts of a CTranslate2 batch decode together.
+kept between calls; :func:`plan_groups`, which prompts of a CTranslate2 batch decode together; and
+:func:`decoding_plan`, which decoding path ``TransformersBackend`` takes on a device.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 #: Decoding steps :func:`plan_groups` expects of a call, whatever its token budget: the patch world model writes
 #: ~48 tokens a transition (384 allowed), a judge verdict and a policy turn at most 64. The plan must not depend
@@ -91,4 +93,43 @@ def plan_groups(
     return groups[::-1]
 
 
-__all__ = ["EXPECTED_NEW_TOKENS", "MIN_SHARED_PREFIX", "first_turn_length", "plan_groups", "shared_prefix_length"]
+#: How :class:`~dynaweb_env.llm.transformers_backend.TransformersBackend` may decode: ``"loop"`` (its own loop),
+#: ``"generate"`` (transformers' ``model.generate``, :mod:`~dynaweb_env.llm.hf_generate`) or ``"auto"``
+#: (:func:`decoding_plan`'s rule).
+DECODINGS = ("auto", "loop", "generate")
+
+
+def decoding_plan(device: Any, decoding: str = "auto", compile: bool | None = None) -> tuple[str, bool]:
+    """How a model on ``device`` decodes: ``(decoding, compile)``. The one rule choosing between the two paths.
+
+    On a CPU the backend's own loop (shared-prefix prefill, per-row prefill, a KV cache grown in place) is what
+    the CPU benchmarks measured, and ``torch.compile`` does not pay there; on an accelerator, transformers'
+    ``generate`` with a static cache and ``torch.compile`` (CUDA graphs) keeps the device busy where the loop's
+    per-token Python and host syncs starve it.
+
+    Args:
+        device: Where the model's weights are (a ``torch.device``).
+        decoding: One of :data:`DECODINGS`; ``"auto"`` applies the rule above.
+        compile: Static cache and ``torch.compile`` on the ``generate`` path; ``None``: on CUDA only.
+
+    Raises:
+        ValueError: If ``decoding`` is not one of :data:`DECODINGS`.
+    """
+    if decoding not in DECODINGS:
+        raise ValueError(f"decoding must be one of {DECODINGS}, got {decoding!r}")
+    if decoding == "auto":
+        decoding = "loop" if device.type == "cpu" else "generate"
+    if compile is None:
+        compile = device.type == "cuda"
+    return decoding, bool(compile) and decoding == "generate"
+
+
+__all__ = [
+    "DECODINGS",
+    "EXPECTED_NEW_TOKENS",
+    "MIN_SHARED_PREFIX",
+    "decoding_plan",
+    "first_turn_length",
+    "plan_groups",
+    "shared_prefix_length",
+]

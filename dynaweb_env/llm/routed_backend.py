@@ -38,7 +38,7 @@ from .base import Conversation, Generation, GenerationBackend, SamplingParams
 BATCH_ROWS = 2
 #: Constructor options that only one of the engines takes.
 ENGINE_ONLY = ("quantization", "threads", "workers")
-TRANSFORMERS_ONLY = ("dtype", "share_prefix", "decoding", "compile")
+TRANSFORMERS_ONLY = ("dtype", "share_prefix", "decoding", "compile", "frozen")
 
 
 class RoutedBackend:

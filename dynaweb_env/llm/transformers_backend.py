@@ -30,37 +30,9 @@ from .base import (
     sequence_seeds,
     validate_conversation,
 )
-from .call_plan import MIN_SHARED_PREFIX, first_turn_length, shared_prefix_length
+from .call_plan import DECODINGS, MIN_SHARED_PREFIX, decoding_plan, first_turn_length, shared_prefix_length
 
 DEFAULT_MAX_BATCH_SIZE = 16
-#: How :class:`TransformersBackend` may decode: ``"loop"`` (its own loop), ``"generate"`` (transformers'
-#: ``model.generate``, :mod:`~dynaweb_env.llm.hf_generate`) or ``"auto"`` (:func:`decoding_plan`'s rule).
-DECODINGS = ("auto", "loop", "generate")
-
-
-def decoding_plan(device: torch.device, decoding: str = "auto", compile: bool | None = None) -> tuple[str, bool]:
-    """How a model on ``device`` decodes: ``(decoding, compile)``. The one rule choosing between the two paths.
-
-    On a CPU the backend's own loop (shared-prefix prefill, per-row prefill, a KV cache grown in place) is what
-    the CPU benchmarks measured, and ``torch.compile`` does not pay there; on an accelerator, transformers'
-    ``generate`` with a static cache and ``torch.compile`` (CUDA graphs) keeps the device busy where the loop's
-    per-token Python and host syncs starve it.
-
-    Args:
-        device: Where the model's weights are.
-        decoding: One of :data:`DECODINGS`; ``"auto"`` applies the rule above.
-        compile: Static cache and ``torch.compile`` on the ``generate`` path; ``None``: on CUDA only.
-
-    Raises:
-        ValueError: If ``decoding`` is not one of :data:`DECODINGS`.
-    """
-    if decoding not in DECODINGS:
-        raise ValueError(f"decoding must be one of {DECODINGS}, got {decoding!r}")
-    if decoding == "auto":
-        decoding = "loop" if device.type == "cpu" else "generate"
-    if compile is None:
-        compile = device.type == "cuda"
-    return decoding, bool(compile) and decoding == "generate"
 
 
 def load_merged_adapter(adapter_dir: Path, base: Path | str, dtype: torch.dtype) -> Any:
@@ -131,11 +103,13 @@ class TransformersBackend:
     prompt, or the ``G`` identical prompts of a GRPO group), that prefix is prefilled for one row, its
     KV cache is repeated over the batch, and only the rest of each prompt is prefilled per row. On a
     CPU each rest is prefilled alone (prefill is compute-bound there, so padding would cost as much as
-    real tokens) and the rows are then stacked into one left-padded cache; the KV cache grows in place
+    real tokens) and the rows are then stacked into one left-padded cache, a rest identical to an earlier
+    row's computed once (a planner's samples of one page); the KV cache grows in place
     (:mod:`~dynaweb_env.llm.kv_cache`). The outputs are those of one padded full prefill up to
-    floating-point rounding. A model the backend loaded itself is frozen, so the KV cache of its prompts'
-    common first chat turn (the system prompt) is also kept between calls (:attr:`prefix_states`), as
-    CTranslate2 keeps its static prompt: a call then prefills only what follows it, one prompt or many.
+    floating-point rounding. For a frozen model (one the backend loaded itself, or ``frozen=True``) the KV cache
+    of its prompts' common first chat turn (the system prompt) is also kept between calls
+    (:attr:`prefix_states`), as CTranslate2 keeps its static prompt: a call then prefills only what follows it,
+    one prompt or many.
 
     What each :class:`~dynaweb_env.llm.base.Generation` holds:
 
@@ -167,8 +141,11 @@ class TransformersBackend:
         dtype: Weights dtype when loading (default float32 on CPU, bfloat16 on CUDA).
         max_batch_size: Most sequences decoded together.
         model_name: Name for logs; defaults to the reference or the model's ``name_or_path``.
-        share_prefix: Prefill a prefix shared by all prompts of a batch once, and keep the first chat turn's
-            between calls for a model loaded here (see above; own loop only).
+        share_prefix: Prefill a prefix shared by all prompts of a batch once (and identical prompts once), and
+            keep the first chat turn's between calls for a frozen model (see above; own loop only).
+        frozen: Whether the model's weights stay as they are between calls, so that the first chat turn's KV cache
+            may be kept; ``None``: for a model loaded here only. Pass ``True`` for a loaded model used for
+            inference alone (an evaluated policy), never for the trainer's live policy.
         decoding: ``"loop"`` (the loop above), ``"generate"`` (transformers' ``model.generate``, see
             :mod:`~dynaweb_env.llm.hf_generate`: same log-probabilities and stop rules, but a row's sample then
             depends on the other rows of its batch) or ``"auto"`` (the loop on a CPU, ``generate`` elsewhere:
@@ -192,6 +169,7 @@ class TransformersBackend:
         share_prefix: bool = True,
         decoding: str = "auto",
         compile: bool | None = None,
+        frozen: bool | None = None,
     ) -> None:
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
@@ -222,10 +200,12 @@ class TransformersBackend:
         # goes in 5.40; earlier ones know only `past_key_values`.
         self._cache_keyword = "cache" if "cache" in forward_parameters else "past_key_values"
         self._lock = threading.Lock()
-        #: The first chat turn's KV cache, kept between calls: only for a model this backend loaded (a model passed
-        #: in, such as the trainer's live policy, changes between calls).
+        #: The first chat turn's KV cache, kept between calls: only for a frozen model (by default one this backend
+        #: loaded; a model passed in, such as the trainer's live policy, may change between calls).
         self.prefix_states: Any = None
-        if share_prefix and isinstance(model, (str, os.PathLike)):
+        if frozen is None:
+            frozen = isinstance(model, (str, os.PathLike))
+        if share_prefix and frozen:
             from .kv_cache import PrefixStates
 
             self.prefix_states = PrefixStates()
@@ -420,7 +400,7 @@ class TransformersBackend:
         first_of: dict[tuple[int, ...], int] = {}
         for row, ids in enumerate(suffixes):
             start = shared + width - len(ids)
-            same = first_of.setdefault(tuple(ids), row)
+            same = first_of.setdefault(tuple(ids), row) if self.share_prefix else row
             if same != row:
                 rows.append(rows[same])
                 for layer in batched.layers:
