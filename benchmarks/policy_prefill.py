@@ -1,6 +1,7 @@
 """What the policy's prompt reuse saves: the same real prompts through three prefill settings, side by side.
 
-Command (the one that produced ``benchmarks/results/throughput/policy_prefill.json``)::
+Command (the one that produced ``benchmarks/results/throughput/policy_prefill.json``, on one core shared with a
+planning run: ``OMP_NUM_THREADS=1 taskset -c 1``)::
 
     python -m benchmarks.policy_prefill --policy /work/runs/claims/shared/sft-seed0-cc0b9f68
 
@@ -16,7 +17,8 @@ Three settings of :class:`~dynaweb_env.llm.transformers_backend.TransformersBack
 
 - ``none`` (``share_prefix=False``): every row prefilled whole;
 - ``batch`` (``share_prefix=True, frozen=False``): a prefix shared by a call's prompts, and identical prompts,
-  prefilled once per call; nothing kept between calls (an adapter policy before 2026-11-29);
+  prefilled once per call; nothing kept between calls (an adapter policy before 2026-11-29 had this, but prefilled
+  identical prompts once each);
 - ``kept`` (``frozen=True``, what :func:`~dynaweb_trainer.policy.load_policy` gives an evaluated adapter now): the
   system prompt's KV cache also kept between calls.
 
