@@ -173,12 +173,14 @@ def plot(report: dict[str, Any], path: Path) -> None:
         means = [100 * row["success_mean"] if row else 0 for row in rows]
         spreads = [100 * row["success_spread"] if row else 0 for row in rows]
         ax.bar(xs, means, width, yerr=spreads, capsize=3, label=policy)
-        for x, row, mean in zip(xs, rows, means, strict=True):
+        for x, arm, row, mean in zip(xs, arms, rows, means, strict=True):
             if row:
                 seconds = row["cost_per_real_step"]["seconds"]
-                runs = len(row["success_by_seed"])
-                label = f"{mean:.0f}%\n{seconds:.0f} s/step" + ("" if runs > 1 else "\n1 seed")
+                one_seed = len(row["success_by_seed"]) == 1 and arm != "K0:d0"  # greedy needs one run
+                label = f"{mean:.0f}%\n{seconds:.0f} s/step" + ("\n1 seed" if one_seed else "")
                 ax.text(x, mean + 1, label, ha="center", va="bottom", fontsize=7)
+            else:
+                ax.text(x, 1, "not run", ha="center", va="bottom", fontsize=7, rotation=90)
     ax.set_xticks([a + width * (len(policies) - 1) / 2 for a in range(len(arms))])
     ax.set_xticklabels(["no planning" if arm == "K0:d0" else arm for arm in arms])
     ax.set_ylabel("held-out success (%)")
