@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import shlex
 import statistics
@@ -85,7 +86,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     prompts = first_pages(args.tasks, args.max_axtree_chars, tokenizer)
     pairs = [prompts[i : i + 2] for i in range(0, len(prompts), 2)]
     shapes = {
-        "eval": ([pair for pair in pairs], SamplingParams(max_new_tokens=args.max_new_tokens, temperature=0)),
+        "eval": (pairs, SamplingParams(max_new_tokens=args.max_new_tokens, temperature=0)),
         "plan": (
             [[ids for ids in pair for _ in range(args.plan - 1)] for pair in pairs],
             SamplingParams(max_new_tokens=args.max_new_tokens, temperature=1.0, seed=0),
@@ -101,7 +102,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "policy": args.policy,
         "tasks": args.tasks,
         "prompt_tokens": [len(ids) for ids in prompts],
-        "machine": {"platform": platform.platform(), "cpus": __import__("os").cpu_count()},
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
         "settings": {name: {"share_prefix": s, "frozen": f} for name, (s, f) in SETTINGS.items()},
         "shapes": {},
     }
