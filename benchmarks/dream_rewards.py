@@ -52,7 +52,16 @@ group-relative) counts as judged SUCCESS from 0.5 on.
 demonstrations of more than one action (shipped, or from ``--demonstrations-file``, e.g. collected with
 ``dynaweb-collect --policy expert --seeds 104,109,114,119``), round robin over tasks, each as two dreams
 from its first page: all its actions (a real success) and all but the last (a real failure, the task left
-unfinished: the pages a world model wrongly declares finished).
+unfinished: the pages a world model wrongly declares finished). ``--demonstration-prefixes P`` adds shorter
+prefixes, real failures that got unequally far, and each guard setting then also reports
+``progress_ordering_accuracy``: of the pairs of really failing dreams of one group whose real objective progress
+(``real_progress``, on the replayed real pages) differs, the share its reward orders the same way. That is what
+``{"progress_reward": w}`` is for (issue 52)::
+
+    python benchmarks/dream_rewards.py --demonstrations 18 --demonstration-prefixes 3 --max-steps 20 \
+        --demonstrations-file dynaweb_env/data/miniwob-all/test/expert.jsonl.xz --demonstration-tasks long \
+        --world-model smollm2-135m-wm-patch-all --judge smollm2-135m-judge-all \
+        --guards none '{"progress_reward": 0.4}' --output benchmarks/results/dream_rewards/long_progress.json
 """
 
 from __future__ import annotations
@@ -74,8 +83,11 @@ import dynaweb_env  # noqa: F401  (registers the envs)
 from dynaweb_env.data.io import iter_trajectories
 from dynaweb_env.data.schema import Trajectory
 from dynaweb_env.data.shipped import EXPERT_TRAJECTORIES, split_of
+from dynaweb_env.data.tasks import expand_tasks
 from dynaweb_env.envs.dream_guards import RewardGuards
 from dynaweb_env.models import TRAINED_JUDGE, TRAINING_WORLD_MODEL
+from dynaweb_env.observation import action_target
+from dynaweb_env.world_model.grounding import objective_progress
 
 if not __package__:  # run as a file, not with -m: import `benchmarks` from the repository root
     sys.path[0] = str(Path(__file__).resolve().parents[1])
@@ -102,12 +114,20 @@ def dreams_of(path: Path) -> list[Trajectory]:
 
 
 def replay(env: gym.Env, dream: Trajectory) -> dict[str, Any]:
-    """Replay a dream's start-state history and actions on the real page; what happened there."""
+    """Replay a dream's start-state history and actions on the real page; what happened there.
+
+    ``real_progress`` is the objective progress of the same actions on the real pages
+    (:func:`~dynaweb_env.world_model.grounding.objective_progress`; ``None``: the objective makes nothing explicit),
+    what ``reward_guards={"progress_reward": w}`` pays a dream for.
+    """
     start = dream.metadata.get("options", {}).get("start_state", {})
     if start.get("task_seed") is None:
         return {"replayed": False, "why": "no task seed recorded for the start state"}
     observation, _ = env.reset(options={"task": dream.task_id, "task_seed": int(start["task_seed"])})
+    actions, targets = [], []
     for action in start.get("history", []):
+        actions.append(action)
+        targets.append(action_target(action, observation["axtree"]))
         observation, _, terminated, truncated, _ = env.step(action)
         if observation["last_action_error"] or terminated or truncated:
             return {"replayed": False, "why": f"history action {action!r} did not replay"}
@@ -116,6 +136,8 @@ def replay(env: gym.Env, dream: Trajectory) -> dict[str, Any]:
     for step in dream.steps:
         if not step.action:
             break
+        actions.append(step.action)
+        targets.append(action_target(step.action, observation["axtree"]))
         observation, reward, terminated, truncated, _ = env.step(step.action)
         executed.append(step.action)
         errors.append(observation["last_action_error"])
@@ -125,16 +147,23 @@ def replay(env: gym.Env, dream: Trajectory) -> dict[str, Any]:
         "replayed": True,
         "start_reproduced": start_reproduced,
         "real_reward": float(reward),
+        "real_progress": objective_progress(dream.goal, actions, targets, observation["axtree"]),
         "real_actions": executed,
         "real_action_errors": errors,
     }
 
 
-def demonstration_dreams(count: int, path: Path | None = None) -> list[Trajectory]:
+def demonstration_dreams(
+    count: int, path: Path | None = None, prefixes: int = 1, tasks: Sequence[str] = ()
+) -> list[Trajectory]:
     """Dreams from the first ``count`` held-out multi-action demonstrations: all actions, and all but the last.
 
     ``path``: a trajectory JSONL (e.g. ``dynaweb-collect --policy expert`` on test-split seeds) instead of the
     shipped demonstrations; only its successful test-split (:func:`~dynaweb_env.data.shipped.split_of`) ones count.
+    ``prefixes`` ``P > 1``: also the first ``ceil(i * n / P)`` of a demonstration's ``n`` actions for ``i < P``
+    (distinct, shorter than all but the last): real failures that got unequally far, for
+    :func:`~benchmarks.dream_rewards_guards.progress_ordering`. Each is named by how many actions it keeps.
+    ``tasks``: only these tasks' demonstrations (``[]``: all).
     """
     dreams = []
     if path is None:
@@ -143,13 +172,16 @@ def demonstration_dreams(count: int, path: Path | None = None) -> list[Trajector
         seeded = [t for t in iter_trajectories(path) if isinstance(t.metadata.get("seed"), int) and t.success]
         held_out = [t for t in seeded if split_of(t.metadata["seed"]) == "test"]
     multi = [t for t in held_out if sum(bool(s.action.strip()) for s in t.steps) > 1]
+    multi = [t for t in multi if not tasks or t.task_id in tasks]
     rank = {t.id: sum(o.task_id == t.task_id for o in multi[:i]) for i, t in enumerate(multi)}
     # Round robin over tasks, so that the first N demonstrations cover every task rather than the first one.
     for demo in sorted(multi, key=lambda t: rank[t.id])[:count]:
         start = {"task_id": demo.task_id, "goal": demo.goal, "url": demo.steps[0].url, "trajectory_id": demo.id}
         start |= {"task_seed": demo.metadata.get("seed"), "step_index": 0}
         acted = [step for step in demo.steps if step.action.strip()]
-        for name, steps in (("full", acted), ("cut", acted[:-1])):
+        shorter = sorted({-(-i * len(acted) // prefixes) for i in range(1, prefixes)} - {0, len(acted) - 1})
+        cuts = [("full", acted), ("cut", acted[:-1])] + [(f"cut{n}", acted[:n]) for n in shorter if n < len(acted)]
+        for name, steps in cuts:
             metadata = {"options": {"start_state": start}, "demonstration": name}
             ended = dataclasses.replace(demo.steps[-1], action="")
             dreams.append(
@@ -296,6 +328,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="take --demonstrations from this trajectory JSONL (its successful test-split seeds), not the shipped ones",
     )
     parser.add_argument(
+        "--demonstration-prefixes",
+        type=int,
+        default=1,
+        help="P > 1: also dream each demonstration's first ceil(i*n/P) of n actions, i < P (default 1: full and cut)",
+    )
+    parser.add_argument(
+        "--demonstration-tasks",
+        nargs="+",
+        default=[],
+        help="only these tasks' demonstrations; suite names stand for their tasks (e.g. long)",
+    )
+    parser.add_argument(
         "--world-model-max-new-tokens",
         type=int,
         default=384,
@@ -331,7 +375,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 2
     dreams = [(rel(path.parent), dream) for path in paths for dream in dreams_of(path)]
-    demos = demonstration_dreams(args.demonstrations, args.demonstrations_file)
+    tasks = expand_tasks(args.demonstration_tasks) if args.demonstration_tasks else []
+    demos = demonstration_dreams(args.demonstrations, args.demonstrations_file, args.demonstration_prefixes, tasks)
     dreams += [("demonstrations", dream) for dream in demos]
     models = {"world_model": args.world_model, "judge": args.judge, "max_new_tokens": args.world_model_max_new_tokens}
     if args.judge_max_new_tokens is not None:

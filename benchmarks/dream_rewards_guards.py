@@ -64,7 +64,7 @@ def group_key(row: dict[str, Any], dream: Trajectory) -> str:
 
 
 #: Guards that change only how a finished dream is judged, not the pages the world model draws.
-JUDGE_ONLY_FIELDS = frozenset({"judge_votes", "judge_vote_temperature", "group_judging"})
+JUDGE_ONLY_FIELDS = frozenset({"judge_votes", "judge_vote_temperature", "group_judging", "progress_reward"})
 
 
 def redream_all(
@@ -121,17 +121,18 @@ def rejudge_all(
             request = dataclasses.asdict(dynamics.judge_request(base[index][0]))
             ends[index] = (0.0, {**ends[index][1], "judge_pending": True, "judge_request": request})
         return outcomes(judge_in_groups(dynamics, dreams, ends, seed))
-    verdicts = dynamics.judge.judge([dynamics.judge_request(base[index][0]) for index in judged], seed=seed)
-    for index, verdict in zip(judged, verdicts, strict=True):
+    requests = [dynamics.judge_request(base[index][0]) for index in judged]
+    verdicts = dynamics.judge.judge(requests, seed=seed)
+    for index, request, verdict in zip(judged, requests, verdicts, strict=True):
         info = {key: value for key, value in ends[index][1].items() if key not in ("judge_abstained", "judge_votes")}
-        ends[index] = (dynamics.guards.reward_of(verdict, 0, info), info)
+        ends[index] = (dynamics.guards.reward_of(verdict, 0, info, request), info)
     return outcomes(ends)
 
 
 def outcomes(ends: Sequence[tuple[float, dict[str, Any]]]) -> list[dict[str, Any]]:
     """What the benchmark records of each re-dream's end."""
     flags = ("judge_abstained", "termination_gated", "world_model_uncertain_steps", "backend_error", "judge_reward")
-    flags += ("group_score", "group_rank", "group_size", "judge_error")
+    flags += ("group_score", "group_rank", "group_size", "judge_error", "objective_progress")
     return [
         {"reward": float(reward), "end_reason": info.get("end_reason"), **{k: info[k] for k in flags if k in info}}
         for reward, info in ends
@@ -173,6 +174,30 @@ def ordering(rows: Sequence[dict[str, Any]], reward: str) -> dict[str, Any]:
             "ordering_accuracy": right / pairs if pairs else None}  # fmt: skip
 
 
+def progress_ordering(rows: Sequence[dict[str, Any]], reward: str) -> dict[str, Any]:
+    """Within each GSPO group, the pairs of dreams that both really fail but got unequally far (their
+    ``real_progress`` differs): how often ``reward`` orders them by that progress, ties and the wrong way. A reward
+    that pays only the finished task ties them all; ``reward_guards={"progress_reward": w}`` is meant to order them.
+    """
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        if row.get("group") is not None and row["real_reward"] < 1 and row.get("real_progress") is not None:
+            groups.setdefault(row["group"], []).append(row)
+    right = tied = wrong = 0
+    for members in groups.values():
+        for a in members:
+            for b in members:
+                if a["real_progress"] > b["real_progress"]:
+                    right += a[reward] > b[reward]
+                    tied += a[reward] == b[reward]
+                    wrong += a[reward] < b[reward]
+    pairs = right + tied + wrong
+    counts = {"pairs": pairs, "ordered_right": right, "tied": tied, "ordered_wrong": wrong}
+    return {f"progress_{key}": value for key, value in counts.items()} | {
+        "progress_ordering_accuracy": right / pairs if pairs else None
+    }
+
+
 def reward_gap(rows: Sequence[dict[str, Any]], reward: str) -> dict[str, Any]:
     """Mean reward of dreams that really succeed and of those that really fail (graded rewards included)."""
     wins = [row[reward] for row in rows if row["real_reward"] >= 1]
@@ -194,6 +219,7 @@ def guard_summary(rows: Sequence[dict[str, Any]], name: str) -> dict[str, Any]:
         **compare(flat, "guarded_reward", threshold=0.5),
         **reward_gap(flat, "guarded_reward"),
         **ordering(flat, "guarded_reward"),
+        **progress_ordering(flat, "guarded_reward"),
         "abstained": sum(bool(outcome.get("judge_abstained")) for outcome in outcomes),
         "cut_uncertain": sum(outcome["end_reason"] == "uncertain" for outcome in outcomes),
         "discounted_or_withheld": sum(bool(outcome.get("world_model_uncertain_steps")) for outcome in outcomes),

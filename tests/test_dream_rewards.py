@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 from benchmark_scripts import load_benchmark
@@ -97,6 +98,27 @@ def test_demonstration_dreams_pair_a_success_with_its_unfinished_cut():
     for full, cut in zip(dreams[::2], dreams[1::2], strict=True):
         assert len(cut.actions) == len(full.actions) - 1 >= 1
         assert full.metadata["options"]["start_state"]["task_seed"] % 5 == 4  # held-out seeds only
+
+
+def test_demonstration_prefixes_are_real_failures_of_graded_length_and_ordered_by_progress():
+    bench = load_benchmark("dream_rewards")
+    long = Path(__file__).resolve().parents[1] / "dynaweb_env" / "data" / "miniwob-all" / "test" / "expert.jsonl.xz"
+    dreams = bench.demonstration_dreams(1, long, prefixes=3, tasks=["miniwob.number-checkboxes"])
+    assert [(d.metadata["demonstration"], len(d.actions)) for d in dreams] == [
+        ("full", 14), ("cut", 13), ("cut5", 5), ("cut10", 10)
+    ]  # fmt: skip
+    assert bench.demonstration_dreams(1, long, tasks=["miniwob.number-checkboxes"])[1].id.endswith("/cut")
+    rows = [
+        {"group": "g", "real_reward": 1.0, "real_progress": 1.0, "r": 1.0},
+        {"group": "g", "real_reward": 0.0, "real_progress": 0.8, "r": 0.3},
+        {"group": "g", "real_reward": 0.0, "real_progress": 0.4, "r": 0.1},
+        {"group": "g", "real_reward": 0.0, "real_progress": 0.2, "r": 0.1},
+        {"group": "h", "real_reward": 0.0, "real_progress": 0.9, "r": 0.0},  # alone in its group: no pair
+        {"group": "g", "real_reward": 0.0, "real_progress": None, "r": 0.5},  # no explicit requirement: left out
+    ]
+    ordered = load_benchmark("dream_rewards_guards").progress_ordering(rows, "r")
+    assert (ordered["progress_pairs"], ordered["progress_ordered_right"], ordered["progress_tied"]) == (3, 2, 1)
+    assert ordered["progress_ordering_accuracy"] == 2 / 3
 
 
 @pytest.mark.slow

@@ -90,6 +90,9 @@ def test_guards_default_off_and_bad_options_are_clear_errors():
         ({"gate_termination": "yes"}, "gate_termination"),
         ({"world_model_retries": -1}, "world_model_retries"),
         ({"world_model_retries": 1.5}, "world_model_retries"),
+        ({"progress_reward": 0.5}, "progress_reward"),
+        ({"progress_reward": True}, "progress_reward"),
+        ({"progress_reward": 0.25, "group_judging": "listwise"}, "progress_reward cannot"),
     ):
         with pytest.raises(ValueError, match=message):
             RewardGuards.parse(bad)
@@ -154,6 +157,50 @@ def test_page_disagreement_counts_only_with_disagreement_on_page():
     other = samples[1].__class__(**{**samples[1].__dict__, "axtree": "RootWebArea 'other'"})
     assert not guards.samples_disagree([samples[0], other])
     assert RewardGuards(disagreement_on="page").samples_disagree([samples[0], other])
+
+
+# --- progress reward ------------------------------------------------------------------------------
+
+
+def form_dream(start_file, backend, **guards) -> DreamWebEnv:  # noqa: F811
+    env = DreamWebEnv(world_model=backend, judge="world_model", start_states=start_file, dream_length=3,
+                      reward_guards=guards)  # fmt: skip
+    env.reset(seed=0, options={"task": "miniwob.enter-text", "task_seed": 3})
+    return env
+
+
+def test_progress_reward_pays_an_unpaid_dream_for_the_requirements_it_met(start_file):  # noqa: F811
+    # 'Enter "Kay" and press Submit.': typing Kay meets one of its two requirements; a stray click meets none.
+    rewards = {}
+    for name, actions in (("typed", ["type [5] [Kay] [0]"]), ("stray", ["click [5]"]), ("none", [])):
+        env = form_dream(start_file, GuardBackend(("FAILURE",)), progress_reward=0.4)
+        for action in actions:
+            env.step(action)
+        _, rewards[name], terminated, _, info = env.step("stop [N/A]")
+        assert terminated and info["judge_reward"] == 0.0
+    assert rewards == {"typed": pytest.approx(0.2), "stray": 0.0, "none": 0.0}
+    assert RewardGuards(progress_reward=0.4).active == ["objective_check", "progress_reward"]
+    env = form_dream(start_file, GuardBackend(("FAILURE",)))  # off by default: the judge's 0 stands
+    env.step("type [5] [Kay] [0]")
+    _, reward, _, _, info = env.step("stop [N/A]")
+    assert reward == 0.0 and "objective_progress" not in info
+    paid = form_dream(start_file, GuardBackend(("SUCCESS",)), progress_reward=0.4)  # a paid SUCCESS outranks it
+    paid.step("type [5] [Kay] [0]")
+    paid.step("click [7]")
+    _, reward, _, _, info = paid.step("stop [N/A]")
+    assert reward == 1.0 and "objective_progress" not in info
+
+
+def test_a_gated_dream_that_goes_on_is_paid_its_progress_only_when_it_ends(start_file):  # noqa: F811
+    env = dream(start_file, GuardBackend(("FAILURE",)), gate_termination=True, progress_reward=0.4)
+    _, reward, terminated, _, _ = env.step("click [13]")  # the objective's ONE: progress 1.0, not terminal
+    assert (reward, terminated) == (0.0, False)
+    _, reward, terminated, truncated, info = env.step("click [14]")  # terminal, judged FAILURE: gated, goes on
+    assert (reward, terminated, truncated, info["termination_gated"]) == (0.0, False, False, True)
+    assert "objective_progress" not in info
+    _, reward, terminated, truncated, info = env.step("click [14]")  # gated again, at dream_length: ends
+    assert (reward, terminated, truncated, info["end_reason"]) == (pytest.approx(0.4), False, True, "dream_length")
+    assert info["objective_progress"] == 1.0
 
 
 # --- gated early termination ---------------------------------------------------------------------

@@ -168,7 +168,7 @@ class DreamDynamics:
         gated = {i for i in asks if terminated[i] and self.guards.gate_termination and i not in failed}
         rewards, verdicts = self._finish(staged, terminated, truncated, infos, seed, failed, cut=cut)
         gated_verdicts = {i: verdicts[i] for i in gated if i in verdicts}
-        gate_termination(staged, gated_verdicts, terminated, truncated, infos, self.dream_length)
+        gate_termination(staged, gated_verdicts, terminated, truncated, infos, self.dream_length, rewards)
         for episode, new in zip(episodes, staged, strict=True):
             for name in DreamEpisode.__dataclass_fields__:
                 setattr(episode, name, getattr(new, name))
@@ -295,8 +295,8 @@ class DreamDynamics:
             verdicts = []
             failed.update(dict.fromkeys(to_judge, f"judge: {error}"))
             to_judge = []
-        for index, verdict in zip(to_judge, verdicts, strict=True):
-            rewards[index] = self.guards.reward_of(verdict, episodes[index].uncertain_steps, infos[index])
+        for index, request, verdict in zip(to_judge, requests, verdicts, strict=True):
+            rewards[index] = self.guards.reward_of(verdict, episodes[index].uncertain_steps, infos[index], request)
         for index, message in failed.items():
             # No verdict: the episode is cut (truncated), not finished, and its reward is no judgement.
             terminated[index], truncated[index] = False, True

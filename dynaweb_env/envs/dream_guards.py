@@ -45,6 +45,14 @@ default, and which to turn on is to be chosen by measurement (``benchmarks/dream
   together with one batched call, ``env.judge_groups(...)``, and uses those scores as rewards. ``"votes"``
   scores each dream by its share of ``judge_votes`` SUCCESS votes (for a trained judge); ``"listwise"``
   shows the judge the whole group at once.
+- **Progress reward** (``progress_reward=w``, ``0 <= w < 0.5``; issue 52's per-step progress): a judged dream the
+  judge did not pay earns ``w`` times its objective progress
+  (:func:`~dynaweb_env.world_model.grounding.objective_progress`: the share of the objective's explicit
+  requirements its actions and last page meet: quoted texts typed, named boxes checked, named controls acted on),
+  recorded as ``info["objective_progress"]``. On a long form the judge pays only the finished page, so every
+  unfinished dream of a GSPO group earns 0 and the group has no signal; progress orders them. It stays below 0.5,
+  where a graded reward counts as SUCCESS, so a paid SUCCESS always outranks it. A dream a guard cut, or whose
+  judge gave no verdict, earns no progress. Not with ``group_judging``.
 - **Malformed pages redrawn** (``world_model_retries=N``, :class:`~dynaweb_env.world_model.WebWorldModel`'s
   ``invalid_retries``): a world-model output that does not parse cleanly (an edit that names no line, a
   malformed edit) is drawn again up to ``N`` times, all redraws of a batch in one call, and the first clean one
@@ -58,8 +66,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
+from ..world_model.grounding import objective_progress
 from ..world_model.group_judge import GROUP_JUDGING_MODES, judge_groups, request_from_dict
-from ..world_model.judge import JudgeVerdict, TrajectoryJudge
+from ..world_model.judge import JudgeRequest, JudgeVerdict, TrajectoryJudge
 from ..world_model.model import WebWorldModel, WorldModelRequest
 from ..world_model.parsing import WorldModelPrediction
 
@@ -94,6 +103,8 @@ class RewardGuards:
             verdict of one dream at the step it ends.
         world_model_retries: Redraws of a malformed world-model output (``0``: none).
         objective_check: Withhold a SUCCESS that leaves an explicit requirement of the objective undone (default on).
+        progress_reward: What an unpaid judged dream earns per unit of objective progress, in ``[0, 0.5)``
+            (``0``: nothing).
     """
 
     judge_votes: int = 1
@@ -108,6 +119,7 @@ class RewardGuards:
     group_judging: str = "off"
     world_model_retries: int = 0
     objective_check: bool = True
+    progress_reward: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("judge_votes", "world_model_samples"):
@@ -135,6 +147,11 @@ class RewardGuards:
             raise ValueError(f"reward_guards.keep_typed_text must be a bool, got {self.keep_typed_text!r}")
         if self.consistency not in CONSISTENCY_MODES:
             raise ValueError(f"reward_guards.consistency must be one of {CONSISTENCY_MODES}, got {self.consistency!r}")
+        weight = self.progress_reward
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 <= weight < 0.5:
+            raise ValueError(
+                f"reward_guards.progress_reward must be in [0, 0.5) (a paid SUCCESS must outrank it), got {weight!r}"
+            )
         self._check_group_judging()
 
     def _check_group_judging(self) -> None:
@@ -148,6 +165,8 @@ class RewardGuards:
             raise ValueError("reward_guards.group_judging='listwise' samples one judgement per group: judge_votes=1")
         if self.group_judging != "off" and self.gate_termination:
             raise ValueError("reward_guards.group_judging and gate_termination cannot be combined")
+        if self.group_judging != "off" and self.progress_reward:
+            raise ValueError("reward_guards.group_judging and progress_reward cannot be combined")
 
     @classmethod
     def parse(cls, value: RewardGuards | dict[str, Any] | None) -> RewardGuards:
@@ -186,6 +205,8 @@ class RewardGuards:
             on.append("group_judging")
         if self.objective_check:
             on.append("objective_check")
+        if self.progress_reward:
+            on.append("progress_reward")
         return on
 
     def to_dict(self) -> dict[str, Any]:
@@ -199,11 +220,14 @@ class RewardGuards:
             return len({(sample.url, sample.axtree.strip()) for sample in samples}) > 1
         return False
 
-    def reward_of(self, verdict: JudgeVerdict, uncertain_steps: int, info: dict[str, Any]) -> float:
+    def reward_of(
+        self, verdict: JudgeVerdict, uncertain_steps: int, info: dict[str, Any], request: JudgeRequest | None = None
+    ) -> float:
         """A judged dream's reward under the guards; its verdict (and votes, uncertain steps) go into ``info``.
 
         A judge output without a readable verdict (no ``VERDICT`` line, the token limit hit) is no verdict: the
-        reward is 0, ``info["judged"]`` is ``False`` and ``info["judge_error"]`` says why.
+        reward is 0, ``info["judged"]`` is ``False`` and ``info["judge_error"]`` says why. ``request`` (what the
+        judge read) is needed for ``progress_reward``.
         """
         # judge_reward: the verdict before any guard, so a record shows what each guard changed.
         info.update(judge_reasoning=verdict.reasoning, judge_error=verdict.error or "", judge_reward=verdict.reward)
@@ -214,7 +238,12 @@ class RewardGuards:
             info["objective_unmet"] = list(verdict.unmet)
         if uncertain_steps:
             info["world_model_uncertain_steps"] = uncertain_steps
-        return self.uncertain_reward(verdict.reward, uncertain_steps)
+        reward = verdict.reward
+        if self.progress_reward and request is not None and verdict.error is None and reward < 0.5:
+            progress = request_progress(request)
+            info["objective_progress"] = progress
+            reward = max(reward, self.progress_reward * (progress or 0.0))
+        return self.uncertain_reward(reward, uncertain_steps)
 
     def uncertain_reward(self, reward: float, uncertain_steps: int) -> float:
         """The reward of a finished dream with ``uncertain_steps`` disagreeing steps (``cut`` dreams never get here)."""
@@ -223,6 +252,14 @@ class RewardGuards:
         if self.uncertainty == "no_reward":
             return 0.0
         return reward * self.uncertainty_discount**uncertain_steps
+
+
+def request_progress(request: JudgeRequest) -> float | None:
+    """The objective progress of what a judge reads (:func:`~dynaweb_env.world_model.grounding.objective_progress`
+    of its actions, their targets and its last page; ``None``: the objective makes nothing explicit)."""
+    actions = [step.action for step in request.steps]
+    targets = [step.target for step in request.steps]
+    return objective_progress(request.goal, actions, targets, request.final_axtree)
 
 
 def predict_with_disagreement(
@@ -245,12 +282,14 @@ def gate_termination(
     truncated: list[bool],
     infos: list[dict[str, Any]],
     dream_length: int,
+    rewards: list[float] | None = None,
 ) -> None:
     """Gated early termination: a page the world model declared final ends the dream only if judged SUCCESS.
 
-    Otherwise the dream goes on from that page (or, at ``dream_length``, ends truncated with reward 0).
-    ``gated`` maps each episode the world model ended (the gate is on) to the judge's verdict on it;
-    ``terminated``, ``truncated``, ``infos`` and the episodes are updated in place.
+    Otherwise the dream goes on from that page with reward 0 for the step (or, at ``dream_length``, ends
+    truncated with the reward the guards gave that verdict: 0, or its ``progress_reward``). ``gated`` maps each
+    episode the world model ended (the gate is on) to the judge's verdict on it; ``terminated``, ``truncated``,
+    ``infos``, ``rewards`` and the episodes are updated in place.
     """
     for index, verdict in gated.items():
         if not terminated[index] or verdict >= 0.5:
@@ -260,11 +299,14 @@ def gate_termination(
         terminated[index] = False
         if episode.num_steps >= dream_length:
             truncated[index], info["end_reason"] = True, "dream_length"
-            episode.verdict = (0.0, dict(info))  # what finish() gives again
+            episode.verdict = (rewards[index] if rewards else 0.0, dict(info))  # what finish() gives again
             continue
         episode.done, episode.verdict, info["judged"] = False, None, False
+        if rewards:
+            rewards[index] = 0.0  # a dream that goes on is paid when it ends
         for key in ("end_reason", "judge_reasoning", "judge_error", "judge_abstained", "judge_votes"):
             info.pop(key, None)
+        info.pop("objective_progress", None)
 
 
 def score_groups(
@@ -335,6 +377,7 @@ __all__ = [
     "RewardGuards",
     "gate_termination",
     "predict_with_disagreement",
+    "request_progress",
     "score_groups",
     "with_retries",
     "with_votes",
