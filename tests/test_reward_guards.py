@@ -184,6 +184,10 @@ def test_progress_reward_pays_an_unpaid_dream_for_the_requirements_it_met(start_
     env.step("type [5] [Kay] [0]")
     _, reward, _, _, info = env.step("stop [N/A]")
     assert reward == 0.0 and "objective_progress" not in info
+    split = form_dream(start_file, GuardBackend(("SUCCESS", "FAILURE")), judge_votes=2, progress_reward=0.4)
+    split.step("type [5] [Kay] [0]")
+    _, reward, _, _, info = split.step("stop [N/A]")  # an abstaining judge pays nothing, progress included
+    assert (reward, info["judge_abstained"]) == (0.0, True) and "objective_progress" not in info
     paid = form_dream(start_file, GuardBackend(("SUCCESS",)), progress_reward=0.4)  # a paid SUCCESS outranks it
     paid.step("type [5] [Kay] [0]")
     paid.step("click [7]")

@@ -52,7 +52,7 @@ default, and which to turn on is to be chosen by measurement (``benchmarks/dream
   recorded as ``info["objective_progress"]``. On a long form the judge pays only the finished page, so every
   unfinished dream of a GSPO group earns 0 and the group has no signal; progress orders them. It stays below 0.5,
   where a graded reward counts as SUCCESS, so a paid SUCCESS always outranks it. A dream a guard cut, or whose
-  judge gave no verdict, earns no progress. Not with ``group_judging``.
+  judge gave no verdict or abstained, earns no progress. Not with ``group_judging``.
 - **Malformed pages redrawn** (``world_model_retries=N``, :class:`~dynaweb_env.world_model.WebWorldModel`'s
   ``invalid_retries``): a world-model output that does not parse cleanly (an edit that names no line, a
   malformed edit) is drawn again up to ``N`` times, all redraws of a batch in one call, and the first clean one
@@ -239,7 +239,8 @@ class RewardGuards:
         if uncertain_steps:
             info["world_model_uncertain_steps"] = uncertain_steps
         reward = verdict.reward
-        if self.progress_reward and request is not None and verdict.error is None and reward < 0.5:
+        unpaid = verdict.error is None and not verdict.abstained and reward < 0.5
+        if self.progress_reward and request is not None and unpaid:
             progress = request_progress(request)
             info["objective_progress"] = progress
             reward = max(reward, self.progress_reward * (progress or 0.0))
