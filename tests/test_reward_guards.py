@@ -325,7 +325,11 @@ def test_real_world_model_samples_agree_when_greedy_and_cut_when_they_disagree()
 
 @pytest.mark.slow
 def test_real_gate_lets_a_terminal_page_end_the_dream_only_with_a_success_verdict():
-    env = gym.make("DreamWeb-v0", dream_length=2, reward_guards={"gate_termination": True}, **REAL).unwrapped
+    # Greedy pages: with sampled ones, whether the world model ends a page depended on what ran before in the process
+    # (a test run of all three real tests once saw no ending in three seeds, so the gate went untested).
+    env = gym.make(
+        "DreamWeb-v0", dream_length=2, reward_guards={"gate_termination": True}, world_model_temperature=0, **REAL
+    ).unwrapped
     proposed = 0
     for seed in range(3):
         observation, _ = env.reset(seed=seed, options={"task": "miniwob.click-button"})
