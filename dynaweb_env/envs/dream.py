@@ -288,13 +288,12 @@ class DreamDynamics:
         if self.guards.group_judging != "off":  # judged later with the dream's group (judge_groups)
             self._defer_judging(episodes, to_judge, infos)
             to_judge = []
+        requests = [self.judge_request(episodes[i]) for i in to_judge]
         try:
-            requests = [self.judge_request(episodes[i]) for i in to_judge]
             verdicts = self.judge.judge(requests, seed=seed) if requests else []
         except GenerationError as error:
-            verdicts = []
             failed.update(dict.fromkeys(to_judge, f"judge: {error}"))
-            to_judge = []
+            to_judge, requests, verdicts = [], [], []
         for index, request, verdict in zip(to_judge, requests, verdicts, strict=True):
             rewards[index] = self.guards.reward_of(verdict, episodes[index].uncertain_steps, infos[index], request)
         for index, message in failed.items():
