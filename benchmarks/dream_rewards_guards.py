@@ -154,9 +154,9 @@ def judge_in_groups(
     return ends
 
 
-def ordering(rows: Sequence[dict[str, Any]], reward: str) -> dict[str, Any]:
-    """Within each GSPO group, the pairs of dreams whose real rewards differ: how often ``reward`` orders them
-    as the real rewards do (what a group-normalised advantage needs), ties (no signal) and the wrong way."""
+def ordering(rows: Sequence[dict[str, Any]], reward: str, by: str = "real_reward") -> dict[str, Any]:
+    """Within each GSPO group, the pairs of dreams whose ``by`` (their real rewards) differ: how often ``reward``
+    orders them as ``by`` does (what a group-normalised advantage needs), ties (no signal) and the wrong way."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         if row.get("group") is not None:  # rows of another record (no group known) are not paired
@@ -165,7 +165,7 @@ def ordering(rows: Sequence[dict[str, Any]], reward: str) -> dict[str, Any]:
     for members in groups.values():
         for a in members:
             for b in members:
-                if a["real_reward"] > b["real_reward"]:
+                if a[by] > b[by]:
                     right += a[reward] > b[reward]
                     tied += a[reward] == b[reward]
                     wrong += a[reward] < b[reward]
@@ -179,23 +179,8 @@ def progress_ordering(rows: Sequence[dict[str, Any]], reward: str) -> dict[str, 
     ``real_progress`` differs): how often ``reward`` orders them by that progress, ties and the wrong way. A reward
     that pays only the finished task ties them all; ``reward_guards={"progress_reward": w}`` is meant to order them.
     """
-    groups: dict[str, list[dict[str, Any]]] = {}
-    for row in rows:
-        if row.get("group") is not None and row["real_reward"] < 1 and row.get("real_progress") is not None:
-            groups.setdefault(row["group"], []).append(row)
-    right = tied = wrong = 0
-    for members in groups.values():
-        for a in members:
-            for b in members:
-                if a["real_progress"] > b["real_progress"]:
-                    right += a[reward] > b[reward]
-                    tied += a[reward] == b[reward]
-                    wrong += a[reward] < b[reward]
-    pairs = right + tied + wrong
-    counts = {"pairs": pairs, "ordered_right": right, "tied": tied, "ordered_wrong": wrong}
-    return {f"progress_{key}": value for key, value in counts.items()} | {
-        "progress_ordering_accuracy": right / pairs if pairs else None
-    }
+    failed = [row for row in rows if row["real_reward"] < 1 and row.get("real_progress") is not None]
+    return {f"progress_{key}": value for key, value in ordering(failed, reward, by="real_progress").items()}
 
 
 def reward_gap(rows: Sequence[dict[str, Any]], reward: str) -> dict[str, Any]:
