@@ -359,8 +359,11 @@ def print_summary(results: dict) -> None:
 
 
 def _engine(backend) -> str:
-    """The engine a backend serves on now (a routed backend's current one), for the record."""
-    return getattr(backend, "engine", None) or type(backend).__name__
+    """The engine a backend serves on now (a routed backend's current one) and, for transformers, its weights' dtype."""
+    engine = getattr(backend, "engine", None) or type(backend).__name__
+    model = getattr(getattr(backend, "_backend", backend), "model", None)
+    dtype = next(model.parameters()).dtype if hasattr(model, "parameters") else None
+    return f"{engine} ({str(dtype).removeprefix('torch.')})" if dtype is not None else engine
 
 
 def _cpus() -> int:

@@ -22,6 +22,7 @@ from trl import SFTConfig, SFTTrainer
 
 from dynaweb_env.compat import trl as compat_trl
 from dynaweb_env.data.schema import Trajectory
+from dynaweb_env.llm.base import cpu_supports_bf16
 
 from .checkpoint_state import AtomicTrainerState
 from .labelled_head import score_positions
@@ -128,14 +129,6 @@ class TrajectorySFTConfig(SFTConfig, LoraSettings):
         if not self.model_name_or_path:
             raise ValueError("model_name_or_path must not be empty")
         super().__post_init__()
-
-
-def cpu_supports_bf16() -> bool:
-    """Whether this CPU multiplies bf16 matrices natively (AVX-512 BF16 or AMX), so bf16 autocast speeds training."""
-    import torch
-
-    checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
-    return any(bool(getattr(torch.cpu, check, lambda: False)()) for check in checks)
 
 
 def select_trajectories(

@@ -285,6 +285,12 @@ def test_cut_at_repeated_line():
     assert cut_at_repeated_line("a\n\n\nb\n  a  \n") == "a\n\n\nb\n"  # blank lines never count
     assert cut_at_repeated_line("a\nb\na") is None  # the last line is not complete yet
     assert cut_at_repeated_line("") is None
+    # A line that loops on itself (a greedy world model's "naledi, naledi, ...") ends the text before that line; a
+    # password field's bullets, a rule of dashes or a word said twice do not.
+    assert cut_at_repeated_line("a\nText 'Amiti, naledi, naledi, naledi, naledi, naledi, naledi, nal") == "a\n"
+    assert cut_at_repeated_line("a\nb, b, b, b, b, b, b, b\n") is None  # one letter a piece: not a loop
+    for line in ("\u2022 " * 20, "-" * 40, "Nunc. Nunc. Nunc.", "abcabcabcabcabc"):
+        assert cut_at_repeated_line(f"x\n{line}\ny\n") is None, line
     # Servers cannot stop there, so their text is cut afterwards.
     assert OpenAIBackend._finish(
         {"finish_reason": "length"}, "x\ny\nx\nx\n", SamplingParams(stop_at_repeated_line=True)

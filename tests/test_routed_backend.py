@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
-from dynaweb_env.llm import GenerationBackend, SamplingParams, make_backend, parse_backend_spec
-from dynaweb_env.llm.routed_backend import RoutedBackend
+from dynaweb_env.llm import GenerationBackend, SamplingParams, base, make_backend, parse_backend_spec
+from dynaweb_env.llm.routed_backend import RoutedBackend, batch_dtype
 
 pytest.importorskip("ctranslate2", reason="needs the engine extra: pip install 'dynaweb[engine]'")
 
@@ -18,7 +19,7 @@ GREEDY = SamplingParams(max_new_tokens=12, temperature=0)
 
 def test_single_prompts_use_the_engine_and_the_first_batch_switches_to_transformers_for_good():
     reference = make_backend("tiny-random").generate(CONVERSATIONS, GREEDY)
-    backend = make_backend("auto:tiny-random", cache=False)
+    backend = make_backend("auto:tiny-random?dtype=float32", cache=False)
     assert isinstance(backend, RoutedBackend) and isinstance(backend, GenerationBackend)
     assert backend.engine is None  # nothing loads before the first call
     alone = [backend.generate([conversation], GREEDY)[0] for conversation in CONVERSATIONS]
@@ -41,6 +42,19 @@ def test_a_batch_first_never_loads_the_engine_and_options_reach_only_the_engine_
     assert backend.engine == "transformers" and backend.tokenizer is not None
     with pytest.raises(ValueError, match="batch_rows"):
         RoutedBackend("tiny-random", batch_rows=1)
+
+
+@pytest.mark.parametrize("native_bf16", [True, False])
+def test_batches_run_in_bfloat16_where_the_cpu_multiplies_it_natively(monkeypatch, native_bf16):
+    monkeypatch.setattr(base, "cpu_supports_bf16", lambda: native_bf16)
+    assert batch_dtype("cpu") == ("bfloat16" if native_bf16 else None) and batch_dtype("cuda") is None
+    backend = RoutedBackend("tiny-random")
+    backend.generate(CONVERSATIONS, GREEDY)
+    weights = next(backend._backend.model.parameters()).dtype
+    assert backend.engine == "transformers" and weights == (torch.bfloat16 if native_bf16 else torch.float32)
+    pinned = RoutedBackend("tiny-random", dtype="float32")  # a spec's ?dtype=float32
+    pinned.generate(CONVERSATIONS, GREEDY)
+    assert next(pinned._backend.model.parameters()).dtype == torch.float32
 
 
 def test_shipped_names_resolve_to_the_engine_per_call_shape(monkeypatch):

@@ -2,6 +2,7 @@
 
     python -m benchmarks.probes.engine_call_shapes            # ~20 min on one core of the 2-core CPU
     python -m benchmarks.probes.engine_call_shapes --rows 1 8 --shapes group
+    python -m benchmarks.probes.engine_call_shapes --engines ct2 transformers 'transformers?dtype=bfloat16'
 
 The prompts are the default world model's, captured from a ``DreamWebVectorEnv`` step (greedy, the
 patch world model's 384-token budget) in two shapes:
@@ -10,8 +11,10 @@ patch world model's 384-token budget) in two shapes:
   behind the shared system prompt;
 - ``group``: one GSPO group, 8 different actions on one page (``env_throughput``'s group).
 
-For each shape and number of prompts, each engine generates the first ``rows`` prompts in one call
-(``batched``) and one call per prompt (``one_by_one``), on one warm backend per engine. Saved to
+Each engine is a backend kind with optional spec options (``transformers?dtype=bfloat16``: transformers
+with bfloat16 weights). For each shape and number of prompts, each engine generates
+the first ``rows`` prompts in one call (``batched``) and one call per prompt (``one_by_one``), on one warm backend
+per engine. Saved to
 ``benchmarks/results/engine/engine_call_shapes.json``; :mod:`dynaweb_env.llm.routed_backend` takes its rule
 from it (CTranslate2 for one prompt, transformers from two).
 """
@@ -69,6 +72,15 @@ def world_model_prompts(
     return recorder.prompts, recorder.params
 
 
+WAYS = ("batched", "one_by_one")
+
+
+def engine_spec(engine: str, model: str) -> str:
+    """``kind?options`` and a model -> the spec ``kind:model?options``."""
+    kind, mark, options = engine.partition("?")
+    return f"{kind}:{model}{mark}{options}"
+
+
 def timed(backends: dict, prompts: list[list[int]], params: SamplingParams) -> dict:
     """One call of all ``prompts`` on ``backends["batched"]``, then one call each on ``backends["one_by_one"]``."""
     start = time.perf_counter()
@@ -88,6 +100,9 @@ def main(argv: Sequence[str] | None = None) -> dict:
     parser.add_argument("--world-model", default=DEFAULT_WORLD_MODEL, help="a model both engines load")
     parser.add_argument("--shapes", nargs="+", default=["mixed", "group"], choices=["mixed", "group"])
     parser.add_argument("--rows", type=int, nargs="+", default=[1, 2, 4, 8], help="prompts per call (at most 8)")
+    parser.add_argument(
+        "--engines", nargs="+", default=list(ENGINES), help="backend kinds, each with optional spec options: kind?k=v"
+    )
     parser.add_argument("--max-new-tokens", type=int, default=384)
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
@@ -96,14 +111,15 @@ def main(argv: Sequence[str] | None = None) -> dict:
     # Per engine, one backend for the batched calls and one that only ever sees single prompts: the engine keeps
     # a batch's shared prefix for later calls, which a process that steps one env never has.
     backends = {
-        name: {way: make_backend(f"{name}:{args.world_model}", cache=False) for way in ("batched", "one_by_one")}
-        for name in ENGINES
+        name: {way: make_backend(engine_spec(name, args.world_model), cache=False) for way in WAYS}
+        for name in args.engines
     }
     load = [round(value, 1) for value in os.getloadavg()]
     shapes: dict = {}
     for shape in args.shapes:
         mode = world_model_output_mode(args.world_model)
-        prompts, params = world_model_prompts(backends["transformers"]["batched"], shape, args.max_new_tokens, mode)
+        recorder = next(pair["batched"] for name, pair in backends.items() if name.startswith("transformers"))
+        prompts, params = world_model_prompts(recorder, shape, args.max_new_tokens, mode)
         shapes[shape] = {"prompt_tokens": [len(prompt) for prompt in prompts], "rows": {}}
         for rows in args.rows:
             row = {name: timed(pair, prompts[:rows], params) for name, pair in backends.items()}

@@ -10,6 +10,7 @@ over prompts one at a time.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -32,10 +33,10 @@ class SamplingParams:
             draws from the backend's running generator.
         stop: Strings that end a sequence early (the stop string is kept in the text).
         stop_at_repeated_line: End a sequence when it completes a line it already wrote (blank lines and
-            surrounding whitespace aside); the repeated line is left out of the text. For outputs where a
-            repeated line is never meaningful, such as patch-mode edits, this stops a greedy decoding loop at
-            its first repetition instead of at ``max_new_tokens``. A backend that cannot stop mid-sequence
-            cuts the text afterwards (see :func:`cut_at_repeated_line`).
+            surrounding whitespace aside) or writes a line that loops on itself; that line is left out of the
+            text. For outputs where a repeated line is never meaningful, such as patch-mode edits, this stops a
+            greedy decoding loop at its first repetition instead of at ``max_new_tokens``. A backend that cannot
+            stop mid-sequence cuts the text afterwards (see :func:`cut_at_repeated_line`).
     """
 
     max_new_tokens: int = 256
@@ -58,16 +59,31 @@ class SamplingParams:
         return self.temperature == 0
 
 
+#: A line that loops on itself: a 3-40-character piece written six times in a row (kept only when the piece holds at
+#: least two letters or digits, so that a password field's bullets or a rule of dashes never match). Across the
+#: shipped data's 490,748 lines of real and dreamed pages it matches one line, of a degenerate dreamed page.
+_LOOPING_PIECE = re.compile(r"(.{3,40}?)\1{5,}")
+
+
+def _loops_in_line(line: str) -> bool:
+    return any(sum(char.isalnum() for char in match.group(1)) >= 2 for match in _LOOPING_PIECE.finditer(line))
+
+
 def cut_at_repeated_line(text: str) -> str | None:
-    """``text`` up to the first complete line that repeats an earlier non-blank line; ``None`` if none does.
+    """``text`` up to the first complete line that repeats an earlier non-blank line, or up to the first line that
+    loops on itself (the same piece six times in a row, e.g. ``"naledi, naledi, ..."``); ``None`` if none does.
 
     Example:
         >>> cut_at_repeated_line("a\nb\na\nc")
         'a\nb\n'
+        >>> cut_at_repeated_line("a\nText 'ab, ab, ab, ab, ab, ab, ab")
+        'a\n'
     """
     seen: set[str] = set()
     position = 0
     for line in text.splitlines(keepends=True):
+        if _loops_in_line(line):
+            return text[:position]
         if not line.endswith(("\n", "\r")):
             break  # the last line is not complete yet
         key = line.strip()
@@ -215,6 +231,15 @@ def default_threads() -> int:
     return max(1, min(count, int(limit))) if limit.isdigit() and int(limit) > 0 else count
 
 
+def cpu_supports_bf16() -> bool:
+    """Whether this CPU multiplies bfloat16 matrices natively (AVX-512 BF16 or AMX): where it does, bf16 autocast
+    speeds training and bfloat16 weights speed batched generation (docs/world-model.md)."""
+    import torch
+
+    checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    return any(bool(getattr(torch.cpu, check, lambda: False)()) for check in checks)
+
+
 __all__ = [
     "Conversation",
     "SamplingParams",
@@ -223,6 +248,7 @@ __all__ = [
     "GenerationError",
     "BackendUnavailableError",
     "BackendResponseError",
+    "cpu_supports_bf16",
     "cut_at_repeated_line",
     "default_threads",
     "request_seeds",

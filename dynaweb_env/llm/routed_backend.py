@@ -18,9 +18,12 @@ everything goes to transformers and the engine's weights are freed. A process th
 the engine for good; a vector env (or a host library's threads, batched by
 :mod:`~dynaweb_env.llm.batching`) switches at its first batched step and keeps one model in memory.
 
-Greedy decoding gives the same tokens on both (float32 weights, ``benchmarks/engine_fidelity.py``).
-Seeded sampling differs between the engines, so a sampled dream depends on which engine served it,
-as it already depends on the batch it was drawn in; each engine is reproducible on its own.
+On a CPU that multiplies bfloat16 natively (AVX-512 BF16 or AMX) the transformers copy holds bfloat16 weights
+(:func:`batch_dtype`): a batch's decoding steps read every weight each step, and on the 2-core CPU a step of 8
+rows took 57 ms in bfloat16 against 102 ms in float32, with the same fidelity on held-out transitions. With
+float32 weights on both (``?dtype=float32``) greedy decoding gives the same tokens on both engines
+(``benchmarks/engine_fidelity.py``). Seeded sampling differs between the engines, so a sampled dream depends on
+which engine served it, as it already depends on the batch it was drawn in; each engine is reproducible on its own.
 
 Bare shipped-adapter names resolve to this backend where CTranslate2 is installed (spec ``auto:<ref>``;
 ``ct2:<ref>`` and ``transformers:<ref>`` pin one engine; see :mod:`dynaweb_env.llm`).
@@ -39,6 +42,23 @@ BATCH_ROWS = 2
 #: Constructor options that only one of the engines takes.
 ENGINE_ONLY = ("quantization", "threads", "workers")
 TRANSFORMERS_ONLY = ("dtype", "share_prefix", "decoding", "compile", "frozen")
+
+
+def batch_dtype(device: Any = None) -> str | None:
+    """The weights' dtype of the batches' transformers copy: ``"bfloat16"`` on a CPU that multiplies bfloat16
+    natively (AVX-512 BF16 or AMX), else ``None`` (transformers' own default: float32 on a CPU, bfloat16 on CUDA).
+
+    Measured on the default world model's 202 held-out transitions of the 24 tasks, 8 to a batch
+    (``engine/world_model_bf16_batched.json``): strict F1 0.891 (bfloat16) vs 0.886 (float32), valid outputs
+    0.960 vs 0.955, in 0.59x the time; batched decoding is bound by reading the weights, which bfloat16 halves.
+    A spec's ``?dtype=float32`` keeps float32.
+    """
+    import torch
+
+    from .base import cpu_supports_bf16
+
+    on_cpu = torch.device(device).type == "cpu" if device is not None else not torch.cuda.is_available()
+    return "bfloat16" if on_cpu and cpu_supports_bf16() else None
 
 
 class RoutedBackend:
@@ -78,6 +98,7 @@ class RoutedBackend:
                 from .transformers_backend import TransformersBackend
 
                 options = {key: value for key, value in self._kwargs.items() if key not in ENGINE_ONLY}
+                options.setdefault("dtype", batch_dtype(options.get("device")))
                 if self._backend is not None:  # free the engine's weights before loading the other copy
                     self._backend.unload()
                 self._backend, self.engine = TransformersBackend(self.model, **options), "transformers"
