@@ -108,17 +108,20 @@ def main(argv: Sequence[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     if not all(1 <= rows <= 8 for rows in args.rows):
         parser.error("--rows must be between 1 and 8")
+    if not any(engine.startswith("transformers") for engine in args.engines):
+        parser.error("--engines must include a transformers one: the prompts are recorded through it")
     # Per engine, one backend for the batched calls and one that only ever sees single prompts: the engine keeps
     # a batch's shared prefix for later calls, which a process that steps one env never has.
     backends = {
         name: {way: make_backend(engine_spec(name, args.world_model), cache=False) for way in WAYS}
         for name in args.engines
     }
+    # The prompts are recorded through a transformers backend (a DreamWebVectorEnv step on it).
+    recorder = next(pair["batched"] for name, pair in backends.items() if name.startswith("transformers"))
     load = [round(value, 1) for value in os.getloadavg()]
     shapes: dict = {}
+    mode = world_model_output_mode(args.world_model)
     for shape in args.shapes:
-        mode = world_model_output_mode(args.world_model)
-        recorder = next(pair["batched"] for name, pair in backends.items() if name.startswith("transformers"))
         prompts, params = world_model_prompts(recorder, shape, args.max_new_tokens, mode)
         shapes[shape] = {"prompt_tokens": [len(prompt) for prompt in prompts], "rows": {}}
         for rows in args.rows:

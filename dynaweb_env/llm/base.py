@@ -9,6 +9,7 @@ over prompts one at a time.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Sequence
@@ -65,7 +66,9 @@ class SamplingParams:
 _LOOPING_PIECE = re.compile(r"(.{3,40}?)\1{5,}")
 
 
+@functools.lru_cache(maxsize=4096)
 def _loops_in_line(line: str) -> bool:
+    # Cached: a decoding loop checks its whole text at every token, so each finished line is matched once.
     return any(sum(char.isalnum() for char in match.group(1)) >= 2 for match in _LOOPING_PIECE.finditer(line))
 
 
