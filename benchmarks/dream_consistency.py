@@ -50,7 +50,6 @@ from dynaweb_env.data.schema import Trajectory
 from dynaweb_env.data.shipped import real_trajectory_files
 from dynaweb_env.envs.dream import DreamDynamics
 from dynaweb_env.envs.dream_episode import DreamEpisode
-from dynaweb_env.observation import action_target
 from dynaweb_env.world_model.consistency import (
     page_inconsistencies,
     repair_page,
@@ -58,7 +57,7 @@ from dynaweb_env.world_model.consistency import (
     typed_text_left_out,
     write_typed_text_in,
 )
-from dynaweb_env.world_model.judge import JudgeStep
+from dynaweb_env.world_model.judge import judge_step
 
 if not __package__:  # run as a file, not with -m: import `benchmarks` from the repository root
     sys.path[0] = str(Path(__file__).resolve().parents[1])
@@ -117,7 +116,7 @@ def repaired_episode(dream: Trajectory, pages: list[str]) -> DreamEpisode:
     """The dream as the env holds it at its end, on the given (repaired) pages: what ``judge_request`` reads."""
     episode = DreamEpisode.begin(start_state_of(dream))
     episode.steps = [
-        JudgeStep(step.action, step.reasoning, action_target(step.action, page))
+        judge_step(step.action, step.reasoning, page)
         for step, page in zip(dream.steps, pages, strict=False)
         if step.action
     ]

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from dynaweb_env.world_model.judge import CUT_CASE
+from dynaweb_env.world_model.judge_cases import CUT_CASE
 
 if not __package__:  # run as a file, not with -m: import `benchmarks` from the repository root
     sys.path[0] = str(Path(__file__).resolve().parents[1])

@@ -48,6 +48,8 @@ EXPERIMENTS: dict[str, str] = {
     "judge_dagger": "The judge retrained on dreamed pages (DAgger round 1).",
     "judge_dagger2": "DAgger round 2: the shipped judge `smollm2-135m-judge-dagger`.",
     "judge_grounded": "A judge told which names the objective holds (grounded prompts).",
+    "judge_text": "A judge that reads unnamed elements by their text or row (`grounded-text` prompts), against the "
+    "shipped DAgger judge: not shipped.",
     "judge_nearmiss": "A judge trained on near misses (the wrong checkbox, tab or field).",
     "heldout": "World-model fidelity on held-out seeds of the large dataset: the held-out sets, the shipped patch "
     "world model, continued training, redraws, a weighted fine-tune and an adapter average, fresh seeds.",

@@ -47,8 +47,8 @@ def final_page_cases(trajectories: Sequence[Trajectory]) -> Iterator[tuple[Traje
     """``(trajectory, kept actions, real reward)`` of every case whose final page a world model can dream.
 
     Each trajectory as recorded (its real reward) and, for a success, cut before its last action (reward 0: the
-    task's final action was never taken), as :func:`~dynaweb_env.world_model.judge.judge_cases` judges them. A case
-    needs at least one kept action: with none, the final page is the real start page.
+    task's final action was never taken), as :func:`~dynaweb_env.world_model.judge_cases.judge_cases` judges them.
+    A case needs at least one kept action: with none, the final page is the real start page.
     """
     for trajectory in trajectories:
         acted = len(trajectory.actions)

@@ -14,7 +14,7 @@ For every world model (and output mode) on the same held-out trajectories (defau
   (``d = 1..max_depth``), one batched call per depth;
 - **judge accuracy** against real task rewards: the model as :class:`~dynaweb_env.world_model.TrajectoryJudge`
   (as DreamWeb-v0 uses it by default) judges the real trajectories
-  (:func:`~dynaweb_env.world_model.judge.judge_cases`): each as recorded with its real reward, and each success
+  (:func:`~dynaweb_env.world_model.judge_cases.judge_cases`): each as recorded with its real reward, and each success
   *truncated* before its last action as a failure (its final page is the one before that action, reward 0).
   Besides accuracy, the share of real successes and of real failures judged right (``judge_success_recall``,
   ``judge_failure_recall``): a judge that always answers the same scores about 0.5 and gives GSPO no signal.
@@ -59,7 +59,8 @@ from dynaweb_env.data.tasks import expand_tasks
 from dynaweb_env.llm.base import SamplingParams
 from dynaweb_env.models import world_model_output_mode
 from dynaweb_env.world_model.consistency import write_typed_text_in
-from dynaweb_env.world_model.judge import TrajectoryJudge, judge_cases
+from dynaweb_env.world_model.judge import TrajectoryJudge
+from dynaweb_env.world_model.judge_cases import judge_cases
 from dynaweb_env.world_model.model import OUTPUT_MODES, WebWorldModel, WorldModelRequest, is_clean
 from dynaweb_env.world_model.parsing import WorldModelPrediction
 

@@ -22,8 +22,8 @@ from dynaweb_env.world_model.judge import (
     DEFAULT_JUDGE_MAX_AXTREE_CHARS,
     build_judge_messages,
     format_judge_target,
-    judge_cases,
 )
+from dynaweb_env.world_model.judge_cases import judge_cases
 from dynaweb_env.world_model.model import DEFAULT_MAX_AXTREE_CHARS, OUTPUT_MODE_PROMPTS
 from dynaweb_env.world_model.patch import PATCH_HEADER, format_patch_target
 from dynaweb_env.world_model.prompts import TREE_HEADER, build_world_model_messages, format_world_model_target

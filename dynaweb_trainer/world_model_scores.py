@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from dynaweb_env.observation import axtree_nodes
-from dynaweb_env.world_model.judge import EARLY_FINAL_CASE
+from dynaweb_env.world_model.judge_cases import EARLY_FINAL_CASE
 
 
 def tree_scores(predicted: str, real: str) -> dict[str, float]:

@@ -135,18 +135,19 @@ class WorldModelSFTConfig(TrajectorySFTConfig):
         examples (`str`, *optional*, defaults to `"world_model"`):
             What to learn: `"world_model"` (every real transition), `"judge"` (the trajectory judge's verdicts on
             real trajectories with their real outcome: each as recorded, and every prefix of each success as a
-            failure, `dynaweb_env.world_model.judge.judge_cases`) or `"both"` in one adapter.
+            failure, `dynaweb_env.world_model.judge_cases.judge_cases`) or `"both"` in one adapter.
         prompt_style (`str`, *optional*, defaults to `"compact"`):
             The prompts trained on: `"compact"` (the output format alone; a fraction of the tokens per example),
             `"grounded"` (compact; a judge's prompts also state which of the objective's names were acted on and
-            the final page shows, `dynaweb_env.world_model.grounding`) or `"paper"` (the paper's long system
+            the final page shows, `dynaweb_env.world_model.grounding`), `"grounded-text"` (grounded, and an unnamed
+            element acted on is read by the text it shows) or `"paper"` (the paper's long system
             prompts). Recorded beside the adapter, so `DreamWeb-v0` prompts the trained model the same way.
         judge_prefixes (`str`, *optional*, defaults to `"all"`):
             Which failure cases a real success yields: `"all"` (every shorter cut of it) or `"last"` (only the cut
             before its last action, the hardest to tell apart; ~35% fewer judge examples on the large data).
         judge_early_final (`bool`, *optional*, defaults to `False`):
             Also learn each success's final action taken too early (after each shorter prefix, on the page where
-            the next action was taken) as a failure, `dynaweb_env.world_model.judge.judge_cases`: the near misses
+            the next action was taken) as a failure, `dynaweb_env.world_model.judge_cases.judge_cases`: the near misses
             (a Submit on an empty form) that a judge trained on successes and their cuts alone pays for.
         judge_max_axtree_chars (`int`, *optional*, defaults to `4000`):
             Character budget of the final tree in judge examples: the judge's own prompt budget.
@@ -210,8 +211,8 @@ class WorldModelSFTConfig(TrajectorySFTConfig):
     prompt_style: str = field(
         default="compact",
         metadata={
-            "help": "Prompts trained on: 'compact', 'grounded' (compact with the judge's objective-grounding notes) "
-            "or 'paper' (the paper's).",
+            "help": "Prompts trained on: 'compact', 'grounded' (compact with the judge's objective-grounding notes), "
+            "'grounded-text' (grounded, and an unnamed element is read by its text) or 'paper' (the paper's).",
             "choices": list(PROMPT_STYLES),
         },
     )

@@ -7,7 +7,7 @@ import json
 
 from dynaweb_env.data.io import read_trajectories, write_trajectories
 from dynaweb_env.data.schema import Step, Trajectory
-from dynaweb_env.world_model.judge import judge_cases
+from dynaweb_env.world_model.judge_cases import judge_cases
 from dynaweb_trainer.dreamed_judge_data import (
     FINAL_PAGE,
     POLICY_DREAM,

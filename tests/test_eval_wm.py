@@ -9,7 +9,7 @@ import pytest
 
 from dynaweb_env.data.shipped import EXPERT_TRAJECTORIES as BUILTIN_TRAJECTORIES
 from dynaweb_env.data.shipped import EXPLORATION_TRAJECTORIES as BUILTIN_EXPLORATION
-from dynaweb_env.world_model.judge import judge_cases
+from dynaweb_env.world_model.judge_cases import judge_cases
 from dynaweb_trainer.evaluate_world_model import main, parse_args, per_task_sample, summarise, tree_scores
 from dynaweb_trainer.world_model_sft import load_trajectories
 

@@ -9,6 +9,7 @@ import pytest
 from dynaweb_env.data.io import read_trajectories
 from dynaweb_env.world_model.grounding import (
     MAX_OBJECTIVE_ELEMENTS,
+    mentioned_in_objective,
     named_in_objective,
     objective_dates,
     objective_elements,
@@ -16,6 +17,7 @@ from dynaweb_env.world_model.grounding import (
     objective_requirements,
     objective_value_lists,
     ordinal_references,
+    row_named_in_objective,
     step_grounding,
     unmet_objective,
 )
@@ -25,8 +27,8 @@ from dynaweb_env.world_model.judge import (
     JudgeStep,
     build_judge_messages,
     format_judge_target,
-    judge_cases,
 )
+from dynaweb_env.world_model.judge_cases import judge_cases
 from dynaweb_env.world_model.prompts import continues_prompt_style, is_compact_style, world_model_system_prompt
 
 PAGE = """RootWebArea 'Click Checkboxes Task', focused
@@ -108,12 +110,85 @@ def test_the_grounded_prompt_is_the_compact_prompt_plus_the_grounding_lines():
     assert format_judge_target(True, "grounded") == format_judge_target(True, "compact") == "VERDICT: SUCCESS"
 
 
+def test_grounded_text_reads_an_unnamed_element_by_its_text_and_grounded_does_not():
+    goal = 'For the user @jerald, click on the "Block" button.'
+    request = JudgeRequest(
+        goal,
+        (
+            JudgeStep("click [105]", "", "[105] image ''"),
+            JudgeStep("click [111]", "", "[111] listitem ''", "Block @jerald"),
+            JudgeStep("click [110]", "", "[110] listitem ''", "Mute @jerald"),
+        ),
+        "miniwob:///social-media.html",
+        "RootWebArea 'Social Media Task'",
+    )
+    grounded = build_judge_messages(request, prompt_style="grounded")[1]["content"]
+    text = build_judge_messages(request, prompt_style="grounded-text")
+    lines = text[1]["content"].splitlines()
+    assert "   ELEMENT: [111] listitem '', text='Block @jerald'" in lines
+    assert "   ELEMENT: [105] image ''" in lines  # no text: the line as it was
+    notes = [line for line in lines if "IN OBJECTIVE:" in line]
+    assert notes == ["   NAMED IN OBJECTIVE: yes", "   NAMED IN OBJECTIVE: no"]
+    # The grounded style's judges read their inputs as they were trained: no text, no notes for unnamed elements.
+    assert "text=" not in grounded and "IN OBJECTIVE:" not in grounded.split("FINAL URL")[0]
+    assert text[0] == build_judge_messages(request, prompt_style="grounded")[0]
+    assert format_judge_target(False, "grounded-text") == "VERDICT: FAILURE"
+
+
+@pytest.mark.parametrize(
+    ("label", "objective", "mentioned"),
+    [
+        ("Block @jerald", 'For the user @jerald, click on the "Block" button.', True),
+        ("Mute @jerald", 'For the user @jerald, click on the "Block" button.', False),
+        ("Marcella", 'Find and click on the folder or file named "Marcella".', True),
+        ("Marcel", 'Find and click on the folder or file named "Marcella".', False),
+    ],
+)
+def test_an_elements_text_is_mentioned_when_named_or_holding_a_quoted_phrase(label, objective, mentioned):
+    assert mentioned_in_objective(label, objective) is mentioned
+
+
+@pytest.mark.parametrize(
+    ("row", "objective", "named"),
+    [
+        ("Zabrina Mi. Elementum condi..", "Find the email by Zabrina and click the star icon.", True),
+        ("Simonette Enim. Ultrices laoree..", "Find the email by Zabrina and click the star icon.", False),
+        ("Hayes @jerald · 6h ago Nibh nisi.", 'For the user @jerald, click on the "Block" button.', True),
+        ("Courtnay @sem · 17h ago Vulputate.", 'For the user @jerald, click on the "Block" button.', False),
+        ("the star and the icon", "Find the email by Zabrina and click the star icon.", False),  # no name-like word
+    ],
+)
+def test_a_row_is_named_by_a_proper_name_handle_or_number_the_objective_holds(row, objective, named):
+    assert row_named_in_objective(row, objective) is named
+
+
+def test_a_row_grounds_an_icon_in_the_grounded_text_style():
+    goal = "Find the email by Zabrina and click the star icon to mark it as important."
+    steps = (
+        JudgeStep("click [27]", "", "[27] image ''", row="Zabrina Mi."),
+        JudgeStep("click [17]", "", "[17] image ''"),
+    )
+    lines = build_judge_messages(JudgeRequest(goal, steps), prompt_style="grounded-text")[1]["content"].splitlines()
+    assert lines[2:6] == [
+        "1. click [27]",
+        "   ELEMENT: [27] image '', row='Zabrina Mi.'",
+        "   NAMED IN OBJECTIVE: yes",
+        "2. click [17]",
+    ]
+    assert lines[6] == "   ELEMENT: [17] image ''"
+
+
 def test_grounded_is_compact_for_the_world_model_and_continues_a_compact_adapter():
     assert is_compact_style("grounded") and is_compact_style("compact") and not is_compact_style("paper")
     assert world_model_system_prompt("grounded") == world_model_system_prompt("compact")
     assert continues_prompt_style("compact", "grounded")
     assert not continues_prompt_style("grounded", "compact")  # a grounded judge would lose lines it reads
     assert not continues_prompt_style("paper", "grounded")
+    assert continues_prompt_style("grounded", "grounded-text") and continues_prompt_style("compact", "grounded-text")
+    assert not continues_prompt_style("grounded-text", "grounded")
+    assert is_compact_style("grounded-text") and world_model_system_prompt(
+        "grounded-text"
+    ) == world_model_system_prompt("compact")
     with pytest.raises(ValueError, match="prompt_style must be one of"):
         is_compact_style("terse")
 

@@ -4,6 +4,8 @@ import numpy as np
 
 from dynaweb_env.observation import (
     action_target,
+    action_target_row,
+    action_target_text,
     axtree_element_ids,
     axtree_nodes,
     clean_axtree,
@@ -67,6 +69,45 @@ def test_action_target_is_the_acted_on_elements_line():
     assert (
         action_target("scroll [down]", tree) == action_target("click [", tree) == action_target("click [9]", tree) == ""
     )
+
+
+def test_an_unnamed_element_is_read_by_the_text_it_shows():
+    # navigate-tree: a folder's item holds its own label, and its sub-items' labels deeper.
+    tree = (
+        "RootWebArea 'Tree'\n\t[16] list ''\n\t\t[17] listitem ''\n\t\t\tStaticText 'Tula'\n"
+        "\t\t\t[19] list ''\n\t\t\t\t[20] listitem ''\n\t\t\t\t\tStaticText 'Rex'\n\t[30] button 'OK'\n"
+        "\t[31] textbox '' value='Kay'\n\t\tStaticText 'Kay'\n\t[32] image ''"
+    )
+    assert action_target_text("click [17]", tree) == "Tula"  # not its sub-item's 'Rex'
+    assert action_target_text("click [20]", tree) == "Rex"
+    # A name or a value already says what an element is; no text, no element, no id: nothing.
+    assert action_target_text("click [30]", tree) == action_target_text("click [31]", tree) == ""
+    assert action_target_text("click [32]", tree) == action_target_text("click [99]", tree) == ""
+    assert action_target_text("scroll [down]", tree) == action_target_text("click [", tree) == ""
+    assert action_target("click [17]", tree) == "[17] listitem ''"  # the target line itself is unchanged
+
+
+def test_an_unnamed_icon_is_read_by_its_rows_text():
+    # email-inbox as the world model draws it (rows flattened) and as the browser does (a container per row).
+    flat = (
+        "RootWebArea 'Inbox'\n\t[16] heading 'Primary'\n\t[17] image ''\n\tStaticText 'Zabrina'\n"
+        "\tStaticText 'Mi.'\n\t[26] image ''\n\t[27] image ''\n\tStaticText 'Simonette'\n\t[36] image ''\n"
+        "\t[37] image ''\n\t[40] textbox ''\n"
+    )
+    nested = (
+        "RootWebArea 'Inbox'\n\t[16] heading 'Primary'\n\t[17] image ''\n\t[18] generic, clickable=True\n"
+        "\t\tStaticText 'Zabrina'\n\t\tStaticText 'Mi.'\n\t\t[26] image ''\n\t\t[27] image ''\n"
+        "\t[28] generic, clickable=True\n\t\tStaticText 'Simonette'\n\t\t[37] image ''"
+    )
+    for tree in (flat, nested):
+        # The row's other icons are passed over; the row ends at the element before its text, or at its parent.
+        assert action_target_row("click [27]", tree) == action_target_row("click [26]", tree) == "Zabrina Mi."
+        assert action_target_row("click [37]", tree) == "Simonette"
+        assert action_target_row("click [17]", tree) == ""  # a named element before it: no row text
+    assert action_target_row("click [16]", flat) == ""  # named
+    assert action_target_row("type [40] [x] [0]", flat) == ""  # a text field's row is its label
+    tree = "RootWebArea 'Tree'\n\t[17] listitem ''\n\t\tStaticText 'Tula'\n\t[19] listitem ''\n\t\tStaticText 'Rex'"
+    assert action_target_row("click [19]", tree) == ""  # it shows a text of its own: that is read instead
 
 
 def test_truncate_axtree_cuts_at_lines_and_says_so():

@@ -14,7 +14,8 @@ from dynaweb_env.data.schema import Step, Trajectory
 from dynaweb_env.envs.dream import resolve_world_model
 from dynaweb_env.models import model_prompt_style, world_model_output_mode
 from dynaweb_env.world_model import WebWorldModel, WorldModelRequest, format_world_model_target
-from dynaweb_env.world_model.judge import build_judge_messages, format_judge_target, judge_cases, parse_judge_output
+from dynaweb_env.world_model.judge import build_judge_messages, format_judge_target, parse_judge_output
+from dynaweb_env.world_model.judge_cases import judge_cases
 from dynaweb_env.world_model.prompts import TERMINAL_MARKER, TREE_HEADER
 from dynaweb_env.world_model.state_changes import LABELS_METADATA_KEY
 from dynaweb_trainer.world_model_sft import (

@@ -329,7 +329,7 @@ def test_shipped_judge_tells_held_out_successes_from_their_cuts(judge_name):
     from dynaweb_env.data.shipped import EXPERT_TRAJECTORIES as BUILTIN_TRAJECTORIES
     from dynaweb_env.llm import make_backend
     from dynaweb_env.models import model_prompt_style
-    from dynaweb_env.world_model.judge import judge_cases
+    from dynaweb_env.world_model.judge_cases import judge_cases
     from dynaweb_trainer.world_model_sft import load_trajectories
 
     first_of_task = {}

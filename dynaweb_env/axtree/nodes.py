@@ -230,6 +230,76 @@ def axtree_element_line(axtree: str, bid: str, max_chars: int = 120) -> str:
     return ""
 
 
+#: Roles of the fields that hold typed text (their text is their ``value``).
+TEXT_FIELD_ROLES = frozenset({"textbox", "searchbox", "combobox", "spinbutton"})
+#: The most characters :func:`axtree_element_text` returns.
+MAX_ELEMENT_TEXT_CHARS = 80
+
+
+def axtree_element_text(axtree: str, bid: str, max_chars: int = MAX_ELEMENT_TEXT_CHARS) -> str:
+    """The text element ``bid`` shows: its direct ``StaticText`` children, joined with spaces and cut to
+    ``max_chars`` (``""`` for none, or no such element).
+
+    A list item or a cell is often unnamed in the tree (``[17] listitem ''``) and shows its label as a child
+    ``StaticText 'Marcella'``. Only direct children count: a folder's item holds its sub-items' labels deeper.
+    """
+    lines = axtree.splitlines()
+    for index, line in enumerate(lines):
+        if line_bid(line) != bid:
+            continue
+        node = parse_axtree_line(line)
+        if node is None:
+            return ""
+        texts = []
+        for child_line in lines[index + 1 :]:
+            child = parse_axtree_line(child_line)
+            if child is None:
+                continue
+            if child.depth <= node.depth:
+                break
+            if child.depth == node.depth + 1 and child.role == "StaticText" and child.name.strip():
+                texts.append(" ".join(child.name.split()))
+        text = " ".join(texts)
+        return text if len(text) <= max_chars else text[: max_chars - 3] + "..."
+    return ""
+
+
+def axtree_row_text(axtree: str, bid: str, max_chars: int = MAX_ELEMENT_TEXT_CHARS) -> str:
+    """The text just before element ``bid`` in its row: the ``StaticText`` lines that precede it up to the
+    element before them, in page order, joined with spaces and cut to ``max_chars`` (``""`` for none, or no such
+    element).
+
+    An icon is often unnamed and shows no text (``[27] image ''``, the star of an inbox row); what tells it from
+    the same icon in the next row is the row's text before it (``'Zabrina' 'Mi.' 'Elementum condi..'``). Walking
+    back from the element: unnamed elements before any text are passed over (the row's other icons), a named one
+    ends the row, and so do the first element after some text and the element's parent.
+    """
+    lines = axtree.splitlines()
+    for index, line in enumerate(lines):
+        if line_bid(line) != bid:
+            continue
+        node = parse_axtree_line(line)
+        if node is None:
+            return ""
+        texts: list[str] = []
+        for previous_line in reversed(lines[:index]):
+            previous = parse_axtree_line(previous_line)
+            if previous is None:
+                continue
+            if previous.depth < node.depth:
+                break
+            if previous.bid is not None:
+                if texts or previous.name.strip():
+                    break
+                continue
+            if previous.role == "StaticText" and (name := " ".join(previous.name.split())):
+                if sum(len(text) + 1 for text in texts) + len(name) > max_chars:
+                    break
+                texts.append(name)
+        return " ".join(reversed(texts))
+    return ""
+
+
 def axtree_nodes(axtree: str) -> list[str]:
     """The node lines of a tree, whitespace-normalised: the unit of world-model fidelity metrics."""
     return [" ".join(line.split()) for line in axtree.splitlines() if line.strip()]
@@ -281,11 +351,15 @@ def truncate_axtree(axtree: str, max_chars: int) -> str:
 __all__ = [
     "CUT_MARKER",
     "IGNORED_ROLES",
+    "MAX_ELEMENT_TEXT_CHARS",
     "NODE_LINE",
     "ROOT_ROLES",
+    "TEXT_FIELD_ROLES",
     "AxNode",
     "axtree_element_ids",
     "axtree_element_line",
+    "axtree_element_text",
+    "axtree_row_text",
     "axtree_nodes",
     "axtree_title",
     "clean_axtree",

@@ -17,13 +17,10 @@ import gymnasium as gym
 from ..action_rules import BLANK_PAGE_AXTREE
 from ..llm.base import GenerationError
 from ..navigation import NavigationPolicy, absolute_url
-from ..observation import (
-    action_target,
-    truncate_axtree,
-)
+from ..observation import truncate_axtree
 from ..spaces import MAX_TEXT_LENGTH, web_action_space, web_observation_space
 from ..world_model.consistency import page_inconsistencies, repair_page, write_typed_text_in
-from ..world_model.judge import JudgeRequest, JudgeStep, TrajectoryJudge
+from ..world_model.judge import JudgeRequest, JudgeStep, TrajectoryJudge, judge_step
 from ..world_model.model import WebWorldModel
 from . import END_REASONS, EPISODE_ENDED
 from .dream_episode import (
@@ -134,7 +131,7 @@ class DreamDynamics:
             )
             if action is None:
                 continue
-            episode.steps.append(JudgeStep(shown, reasoning, action_target(shown, episode.axtree)))
+            episode.steps.append(judge_step(shown, reasoning, episode.axtree))
             if action.is_stop:
                 episode.answer = action.arg("answer")
                 terminated[index] = True

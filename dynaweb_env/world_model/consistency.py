@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..actions import ActionParseError, parse_action
-from ..axtree import nodes_by_bid, parse_axtree, parse_axtree_line, replace_line_fields
+from ..axtree import TEXT_FIELD_ROLES, nodes_by_bid, parse_axtree, parse_axtree_line, replace_line_fields
 
 if TYPE_CHECKING:
     from ..data.schema import Step
@@ -54,7 +54,6 @@ STABLE_NAME_ROLES = frozenset(
      "listbox", "menuitemcheckbox", "menuitemradio", "treeitem"}
 )  # fmt: skip
 #: Roles that hold typed text in ``value=``.
-TEXT_FIELD_ROLES = frozenset({"textbox", "searchbox", "combobox", "spinbutton"})
 #: The character a password field shows for each typed one.
 MASK = "\u2022"
 #: Actions that put text into their target element (``press`` types into whichever element has focus).

@@ -52,7 +52,7 @@ import re
 from collections.abc import Sequence
 
 from ..actions import parse_action
-from ..axtree import parse_axtree, parse_axtree_line
+from ..axtree import TEXT_FIELD_ROLES, parse_axtree, parse_axtree_line
 
 #: The most final-page lines :func:`objective_elements` returns (the rest are in the tree itself).
 MAX_OBJECTIVE_ELEMENTS = 12
@@ -84,22 +84,64 @@ def quoted_phrases(objective: str) -> list[str]:
     return re.findall(r'"([^"]+)"', objective)
 
 
-def step_grounding(action: str, target: str, objective: str) -> str:
+def mentioned_in_objective(label: str, objective: str) -> bool:
+    """Whether an element reading ``label`` is one the objective names: ``label`` is named in the objective
+    (:func:`named_in_objective`), or a quoted phrase of the objective is a whole phrase of ``label``
+    (``'Block @jerald'`` for ``click on the "Block" button``).
+
+    >>> mentioned_in_objective("Block @jerald", 'For the user @jerald, click on the "Block" button.')
+    True
+    >>> mentioned_in_objective("Mute @jerald", 'For the user @jerald, click on the "Block" button.')
+    False
+    """
+    return named_in_objective(label, objective) or any(
+        named_in_objective(phrase, label) for phrase in quoted_phrases(objective)
+    )
+
+
+#: A word of a row's text that can name it: a proper name, a handle or a number (``Zabrina``, ``@jerald``, ``42``),
+#: of at least :data:`MIN_NAME_CHARS` + 1 characters.
+_NAME_WORD = re.compile(r"^(?=.*[A-Z0-9@])[\w@#.-]{3,}$")
+
+
+def row_named_in_objective(row: str, objective: str) -> bool:
+    """Whether the objective names a row by a word of its text: a proper name, handle or number of the row
+    (:data:`_NAME_WORD`) named in the objective as a whole word (:func:`named_in_objective`).
+
+    >>> row_named_in_objective("Zabrina Mi. Elementum condi..", "Find the email by Zabrina and click the star icon.")
+    True
+    >>> row_named_in_objective("Simonette Enim. Ultrices laoree..", "Find the email by Zabrina and click the star.")
+    False
+    """
+    words = [word.strip(".,:;!?'\"()") for word in row.split()]
+    return any(_NAME_WORD.match(word) and named_in_objective(word, objective) for word in words)
+
+
+def step_grounding(action: str, target: str, objective: str, text: str = "", row: str = "") -> str:
     """The grounding note of one action, ``""`` when there is nothing to ground.
 
     Args:
         action: The action string, e.g. ``"click [18]"`` or ``"type [16] [cheree] [0]"``.
         target: The tree line of the element it acted on (:attr:`~dynaweb_env.world_model.judge.JudgeStep.target`).
         objective: The task's goal.
+        text: The text an unnamed element shows (:attr:`~dynaweb_env.world_model.judge.JudgeStep.text`), given
+            only in the ``"grounded-text"`` prompt style; ``""``: an unnamed element is not grounded by it.
+        row: For an unnamed element without text, its row's text (:attr:`~dynaweb_env.world_model.judge.JudgeStep.row`),
+            likewise.
 
     Returns:
-        ``"NAMED IN OBJECTIVE: yes|no"`` for an element with a name, and for ``type`` also
-        ``"TEXT IN OBJECTIVE: yes|no"``, joined with ``"; "``.
+        ``"NAMED IN OBJECTIVE: yes|no"`` for an element with a name (:func:`named_in_objective`), with a
+        ``text`` (:func:`mentioned_in_objective`) or with a ``row`` (:func:`row_named_in_objective`), and for
+        ``type`` also ``"TEXT IN OBJECTIVE: yes|no"``, joined with ``"; "``.
     """
     notes = []
     node = parse_axtree_line(target) if target else None
     if node is not None and node.name.strip():
         notes.append(f"NAMED IN OBJECTIVE: {'yes' if named_in_objective(node.name, objective) else 'no'}")
+    elif node is not None and text.strip():
+        notes.append(f"NAMED IN OBJECTIVE: {'yes' if mentioned_in_objective(text, objective) else 'no'}")
+    elif node is not None and row.strip():
+        notes.append(f"NAMED IN OBJECTIVE: {'yes' if row_named_in_objective(row, objective) else 'no'}")
     try:
         parsed = parse_action(action)
     except ValueError:
@@ -126,8 +168,7 @@ def objective_elements(axtree: str, objective: str, limit: int = MAX_OBJECTIVE_E
     return lines
 
 
-#: Roles that hold typed text, and roles that are checked.
-TEXT_FIELD_ROLES = frozenset({"textbox", "searchbox", "combobox", "spinbutton"})
+#: Roles that are checked (those that hold typed text: :data:`~dynaweb_env.axtree.TEXT_FIELD_ROLES`).
 CHECKABLE_ROLES = frozenset({"checkbox", "radio"})
 #: Roles of controls that an objective naming them asks to act on ("click button ONE", "press Login",
 #: "Select Chery>Clarie>Lainey"); an option is picked through its list box, not acted on.
@@ -324,12 +365,14 @@ __all__ = [
     "ORDINAL_ROLES",
     "UNMET_WORDING",
     "format_objective_elements",
+    "mentioned_in_objective",
     "named_in_objective",
     "objective_elements",
     "objective_dates",
     "objective_progress",
     "objective_requirements",
     "objective_value_lists",
+    "row_named_in_objective",
     "ordinal_references",
     "quoted_phrases",
     "requirement_kind",

@@ -17,7 +17,9 @@ Prompt styles (:data:`~dynaweb_env.world_model.prompts.PROMPT_STYLES`): ``"paper
 ``"compact"`` is :data:`COMPACT_JUDGE_SYSTEM_PROMPT` with the bare verdict line as the trained target,
 for judges trained with ``dynaweb-train-wm --examples judge --prompt_style compact``; ``"grounded"`` is
 compact plus notes that state which of the objective's names the trajectory acted on and the final page shows
-(:mod:`~dynaweb_env.world_model.grounding`), since a small judge does not match names by itself.
+(:mod:`~dynaweb_env.world_model.grounding`), since a small judge does not match names by itself. ``"grounded-text"``
+is grounded, and also shows (and grounds) an unnamed element acted on by the text it shows: a tree item
+``[17] listitem ''`` reads ``text='Marcella'``.
 """
 
 from __future__ import annotations
@@ -29,12 +31,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..actions import parse_action
-from ..data.schema import Step, Trajectory
 from ..llm.base import Conversation, Generation, GenerationBackend, GenerationError, SamplingParams
-from ..observation import action_target, truncate_axtree
+from ..observation import action_target, action_target_row, action_target_text, truncate_axtree
 from .grounding import format_objective_elements, step_grounding, unmet_objective
-from .prompts import check_prompt_style, is_compact_style
+from .prompts import GROUNDED_STYLES, check_prompt_style, is_compact_style
 
 #: Default token budget of one verdict (reasoning plus the verdict line).
 DEFAULT_JUDGE_MAX_NEW_TOKENS = 256
@@ -94,11 +94,31 @@ class JudgeStep:
             ``"[12] button 'Submit'"`` (``""`` for actions without an element, or unknown). A judge reading
             ``click [12]`` alone must find ``[12]`` in a page it is not shown.
             :func:`~dynaweb_env.observation.action_target` computes it.
+        text: The text the element shows when it has no name, e.g. ``"Marcella"`` for ``[17] listitem ''``
+            (``""`` otherwise, or unknown). :func:`~dynaweb_env.observation.action_target_text` computes it;
+            only the ``"grounded-text"`` prompt style shows it.
+        row: For an unnamed element that shows no text, the text before it in its row, e.g. ``"Zabrina Mi."`` for
+            an inbox row's star ``[27] image ''`` (``""`` otherwise, or unknown).
+            :func:`~dynaweb_env.observation.action_target_row` computes it; only ``"grounded-text"`` shows it.
     """
 
     action: str
     reasoning: str = ""
     target: str = ""
+    text: str = ""
+    row: str = ""
+
+
+def judge_step(action: str, reasoning: str, axtree: str) -> JudgeStep:
+    """The judge's record of ``action`` taken on the page ``axtree``: its target line and, for an unnamed
+    element, the text it shows or else its row's text."""
+    return JudgeStep(
+        action,
+        reasoning,
+        action_target(action, axtree),
+        action_target_text(action, axtree),
+        action_target_row(action, axtree),
+    )
 
 
 @dataclass(frozen=True)
@@ -150,7 +170,11 @@ class JudgeVerdict:
 
 
 def format_judge_input(
-    request: JudgeRequest, max_axtree_chars: int = 0, reasons: bool = True, grounded: bool = False
+    request: JudgeRequest,
+    max_axtree_chars: int = 0,
+    reasons: bool = True,
+    grounded: bool = False,
+    element_text: bool = False,
 ) -> str:
     """The user message for one trajectory.
 
@@ -164,14 +188,19 @@ def format_judge_input(
         grounded: Add the objective-grounding notes (:mod:`~dynaweb_env.world_model.grounding`): after each
             action, whether the element's name and the typed text are named in the objective; after the final
             tree, the final page's elements the objective names (from the whole tree, not the truncated one).
+        element_text: Show an unnamed element's text (:attr:`JudgeStep.text`) on its ``ELEMENT`` line, as
+            ``text='Marcella'``, or else its row's (:attr:`JudgeStep.row`), as ``row='Zabrina Mi.'``, and ground it
+            by that text.
     """
     if request.steps:
         lines = []
         for index, step in enumerate(request.steps, start=1):
             lines.append(f"{index}. {step.action}")
+            text, row = (step.text, step.row) if element_text else ("", "")
             if step.target:
-                lines.append(f"   ELEMENT: {step.target}")
-            if grounded and (note := step_grounding(step.action, step.target, request.goal)):
+                shown = f", text={text!r}" if text else f", row={row!r}" if row else ""
+                lines.append(f"   ELEMENT: {step.target}{shown}")
+            if grounded and (note := step_grounding(step.action, step.target, request.goal, text, row)):
                 lines.append(f"   {note}")
             if reasons and step.reasoning.strip():
                 lines.append(f"   REASON: {step.reasoning.strip()}")
@@ -204,11 +233,15 @@ def build_judge_messages(request: JudgeRequest, max_axtree_chars: int = 0, promp
     """The chat conversation asking for a verdict on one trajectory.
 
     The compact and grounded styles (trained judges) leave out the agent's reasoning (see
-    :func:`format_judge_input`); the paper style shows it, as the paper's judge reads it. The grounded style adds
-    the objective-grounding notes.
+    :func:`format_judge_input`); the paper style shows it, as the paper's judge reads it. The grounded styles add
+    the objective-grounding notes, and ``"grounded-text"`` an unnamed element's text.
     """
     user = format_judge_input(
-        request, max_axtree_chars, reasons=not is_compact_style(prompt_style), grounded=prompt_style == "grounded"
+        request,
+        max_axtree_chars,
+        reasons=not is_compact_style(prompt_style),
+        grounded=prompt_style in GROUNDED_STYLES,
+        element_text=prompt_style == "grounded-text",
     )
     return [{"role": "system", "content": judge_system_prompt(prompt_style)}, {"role": "user", "content": user}]
 
@@ -232,86 +265,6 @@ def format_judge_target(success: bool, prompt_style: str = "paper") -> str:
     """The output a trained judge learns for a trajectory with this outcome (it parses back to the same verdict)."""
     targets = COMPACT_JUDGE_TARGETS if is_compact_style(prompt_style) else JUDGE_TARGETS
     return targets[bool(success)]
-
-
-#: What :func:`judge_cases` appends to a success's id for its cut before the last action, and for its final action
-#: taken after its first ``k`` actions (then ``k``).
-CUT_CASE, EARLY_FINAL_CASE = "/cut", "/early"
-
-
-def judge_cases(
-    trajectories: Sequence[Trajectory], every_prefix: bool = False, early_final: bool = False
-) -> list[tuple[JudgeRequest, float, str]]:
-    """Real trajectories as judge requests with their true reward, for training and measuring a judge.
-
-    Each trajectory is judged as recorded (its real reward). A success cut before its last action is a
-    failure (the task's final action was never taken), named ``<id>/cut``; with ``every_prefix`` every shorter
-    cut is one too (``<id>/first<k>``: the first ``k`` actions, ending on the page where action ``k + 1`` was
-    taken), as a dream that starts mid-way or stops early is. A real failure is judged only as recorded: its
-    prefixes fail as well (a MiniWoB++ episode ends at its success), but they would only tilt the cases further
-    toward failure.
-
-    With ``early_final``, a success's final action taken too early is a failure as well, named ``<id>/early<k>``:
-    the first ``k`` actions, then the final one on the page where action ``k + 1`` was taken, which is also the
-    final page (a form's submit changes none of its fields). These are the near misses that a judge learned from
-    successes and their cuts alone pays for: it has seen the final click end every success and no failure, so a
-    Submit on an empty form reads as done (issue 19: the demonstrations judge's seed 2). A case is kept only where
-    the final action's element is on that page. Expert demonstrations take no needless action, so skipping any of
-    them fails the task.
-
-    Returns:
-        ``(request, reward, name)`` triples, each trajectory's cases in order (as recorded first).
-    """
-    cases = []
-    for trajectory in trajectories:
-        acted = [step for step in trajectory.steps if step.action.strip()]
-        kept = [len(acted)]
-        if trajectory.success and acted:
-            kept += list(range(len(acted) - 1, -1, -1)) if every_prefix else [len(acted) - 1]
-        for count in kept:
-            cut = count < len(acted)
-            steps = acted[:count]
-            final = trajectory.steps[trajectory.steps.index(acted[count])] if cut else trajectory.steps[-1]
-            answer = None
-            if steps:
-                try:
-                    parsed = parse_action(steps[-1].action)
-                except ValueError:  # a malformed recorded action is judged as an action, not an answer
-                    parsed = None
-                if parsed is not None and parsed.name == "stop":
-                    answer = parsed.args[0] if parsed.args else ""
-            request = JudgeRequest(
-                trajectory.goal,
-                tuple(JudgeStep(s.action, s.reasoning, action_target(s.action, s.axtree)) for s in steps),
-                final.url,
-                final.axtree,
-                answer,
-            )
-            if not cut:
-                name = trajectory.id
-            else:
-                name = f"{trajectory.id}{CUT_CASE}" if count == len(acted) - 1 else f"{trajectory.id}/first{count}"
-            cases.append((request, 0.0 if cut else float(trajectory.reward), name))
-        if early_final and trajectory.success:
-            cases += _early_final_cases(trajectory, acted)
-    return cases
-
-
-def _early_final_cases(trajectory: Trajectory, acted: Sequence[Step]) -> list[tuple[JudgeRequest, float, str]]:
-    """A success's final action after each shorter prefix of its other actions, as failures (see
-    :func:`judge_cases`)."""
-    cases = []
-    final_action = acted[-1].action if acted else ""  # no action: no shorter prefix either, so no case
-    for count in range(len(acted) - 1):
-        page = acted[count]  # the page where the next action was taken: the final one is taken there instead
-        target = action_target(final_action, page.axtree)
-        if not target:  # not on that page (a later page's element), or an action without one
-            continue
-        steps = [JudgeStep(s.action, s.reasoning, action_target(s.action, s.axtree)) for s in acted[:count]]
-        steps.append(JudgeStep(final_action, acted[-1].reasoning, target))
-        request = JudgeRequest(trajectory.goal, tuple(steps), page.url, page.axtree, None)
-        cases.append((request, 0.0, f"{trajectory.id}{EARLY_FINAL_CASE}{count}"))
-    return cases
 
 
 def parse_judge_output(text: str) -> JudgeVerdict:
@@ -488,8 +441,8 @@ __all__ = [
     "judge_system_prompt",
     "tally_votes",
     "format_judge_input",
+    "judge_step",
     "format_judge_target",
-    "judge_cases",
     "parse_judge_output",
     "success_probability",
 ]

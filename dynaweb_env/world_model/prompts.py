@@ -9,6 +9,7 @@ The prompt styles (:data:`PROMPT_STYLES`) share the user message and the output 
   prompt tokens teach a fine-tuned model nothing and dominate its training and inference cost.
 - ``"grounded"``: compact for the world model; for the judge, compact plus the objective-grounding notes of
   :mod:`~dynaweb_env.world_model.grounding`.
+- ``"grounded-text"``: grounded, and the judge also reads an unnamed element it acted on by the text it shows.
 
 A trained model records the style it was trained with
 (:func:`~dynaweb_env.models.model_prompt_style`), so it is always prompted the way it learned.
@@ -138,8 +139,14 @@ NO_PREVIOUS_ACTION = "None"
 
 #: The prompt styles: ``"paper"`` (the paper's system prompt), ``"compact"`` (for trained models) and
 #: ``"grounded"``: compact, and the judge's prompt also states which of the objective's names the trajectory acted on
-#: and the final page shows (:mod:`~dynaweb_env.world_model.grounding`). World-model prompts read it as compact.
-PROMPT_STYLES = ("paper", "compact", "grounded")
+#: and the final page shows (:mod:`~dynaweb_env.world_model.grounding`); ``"grounded-text"``: grounded, and an
+#: unnamed element acted on is also shown, and grounded, by the text it shows (``[17] listitem ''`` over
+#: ``StaticText 'Marcella'``). World-model prompts read both as compact.
+PROMPT_STYLES = ("paper", "compact", "grounded", "grounded-text")
+#: The styles whose judge prompts carry the objective-grounding notes.
+GROUNDED_STYLES = frozenset({"grounded", "grounded-text"})
+#: Each style a model trained in the key style may train on in: it only adds lines or fields to the judge prompt.
+CONTINUED_STYLES = {"compact": ("grounded", "grounded-text"), "grounded": ("grounded-text",)}
 
 #: The compact style's opening, shared by the tree and patch modes' compact prompts.
 COMPACT_WORLD_MODEL_INTRO = (
@@ -171,9 +178,10 @@ def is_compact_style(prompt_style: str) -> bool:
 
 
 def continues_prompt_style(recorded: str, prompt_style: str) -> bool:
-    """Whether a model trained on ``recorded`` prompts may train on in ``prompt_style``: the same style, or
-    ``"compact"`` on to ``"grounded"``, which adds lines to the compact judge prompt and changes nothing else."""
-    return recorded == prompt_style or (recorded, prompt_style) == ("compact", "grounded")
+    """Whether a model trained on ``recorded`` prompts may train on in ``prompt_style``: the same style, or one of
+    :data:`CONTINUED_STYLES` (``"compact"`` on to ``"grounded"``, ``"grounded"`` on to ``"grounded-text"``), which
+    add lines or fields to the compact judge prompt and change nothing else."""
+    return recorded == prompt_style or prompt_style in CONTINUED_STYLES.get(recorded, ())
 
 
 def world_model_system_prompt(prompt_style: str = "paper") -> str:
@@ -270,6 +278,8 @@ __all__ = [
     "world_model_action_groups",
     "WORLD_MODEL_SYSTEM_PROMPT",
     "WORLD_MODEL_FORMAT_NOTES",
+    "CONTINUED_STYLES",
+    "GROUNDED_STYLES",
     "PROMPT_STYLES",
     "continues_prompt_style",
     "is_compact_style",
