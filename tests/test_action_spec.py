@@ -47,10 +47,12 @@ def test_policy_prompt_of_the_twelve_is_unchanged_and_the_default_appends_select
 
 @pytest.mark.parametrize("style", PROMPT_STYLES)
 def test_world_model_and_judge_prompts_are_unchanged_in_every_style(style: str) -> None:
+    # "grounded-text" adds fields to the judge's user message only: its system prompts are "grounded"'s.
+    golden = "grounded" if style == "grounded-text" else style
     assert WORLD_MODEL_SYSTEM_PROMPT == GOLDEN["WORLD_MODEL_SYSTEM_PROMPT"]
-    assert world_model_system_prompt(style) == GOLDEN[f"world_model_system_prompt/{style}"]
-    assert patch_system_prompt(style) == GOLDEN[f"patch_system_prompt/{style}"]
-    assert judge_system_prompt(style) == GOLDEN[f"judge_system_prompt/{style}"]
+    assert world_model_system_prompt(style) == GOLDEN[f"world_model_system_prompt/{golden}"]
+    assert patch_system_prompt(style) == GOLDEN[f"patch_system_prompt/{golden}"]
+    assert judge_system_prompt(style) == GOLDEN[f"judge_system_prompt/{golden}"]
 
 
 def test_world_model_wording_of_new_actions_sits_in_its_group() -> None:
