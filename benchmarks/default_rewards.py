@@ -58,8 +58,7 @@ from dynaweb_env.data.io import iter_trajectories
 from dynaweb_env.data.shipped import LARGE_DATA_DIR, split_of
 from dynaweb_env.data.start_states import StartState, start_states_from_trajectories
 from dynaweb_env.envs.dream_episode import DreamEpisode
-from dynaweb_env.observation import action_target, action_target_text
-from dynaweb_env.world_model.judge import JudgeRequest, JudgeStep
+from dynaweb_env.world_model.judge import JudgeRequest, JudgeStep, judge_step
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "default_rewards" / "default_rewards.json"
@@ -127,19 +126,19 @@ def play_real(env: gym.Env, start: StartState, actions: Sequence[str]) -> dict[s
     """The actions played on the real page of ``start``'s task and seed, then ``stop`` if the episode has not ended."""
     observation, _ = env.reset(options={"task": start.task_id, "task_seed": start.task_seed})
     row: dict[str, Any] = {"start_reproduced": observation["axtree"] == start.axtree}
-    taken, targets, texts, reward, ended = [], [], [], 0.0, False
+    taken, steps, reward, ended = [], [], 0.0, False
     planned = list(actions)
     while not ended and len(taken) < MAX_STEPS:
         action = planned.pop(0) if planned else STOP
-        targets.append(action_target(action, observation["axtree"]))
-        texts.append(action_target_text(action, observation["axtree"]))
+        steps.append(judge_step(action, "", observation["axtree"]))
         observation, reward, terminated, truncated, _ = env.step(action)
         taken.append(action)
         ended = terminated or truncated or action == STOP
     return row | {
         "actions": taken,
-        "targets": targets,
-        "target_texts": texts,
+        "targets": [step.target for step in steps],
+        "target_texts": [step.text for step in steps],
+        "target_rows": [step.row for step in steps],
         "real_reward": float(reward),
         "real_final_url": observation["url"],
         "real_final_axtree": observation["axtree"],
@@ -199,10 +198,10 @@ def judge_real(env: gym.Env, plans: Sequence[tuple[StartState, str, list[str]]],
     in one call."""
     requests = []
     for (start, _, _), row in zip(plans, rows, strict=True):
-        texts = row.get("target_texts") or [""] * len(row["actions"])
-        steps = tuple(
-            JudgeStep(a, target=t, text=x) for a, t, x in zip(row["actions"], row["targets"], texts, strict=True)
-        )
+        blank = [""] * len(row["actions"])  # rows written before these fields existed
+        texts, row_texts = row.get("target_texts", blank), row.get("target_rows", blank)
+        fields = zip(row["actions"], row["targets"], texts, row_texts, strict=True)
+        steps = tuple(JudgeStep(a, target=t, text=x, row=r) for a, t, x, r in fields)
         answer = "N/A" if row["actions"][-1] == STOP else None
         requests.append(JudgeRequest(start.goal, steps, row["real_final_url"], row["real_final_axtree"], answer))
     verdicts = env.unwrapped.dynamics.judge.judge(requests, seed=seed)

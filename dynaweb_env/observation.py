@@ -53,40 +53,23 @@ def action_target(action: str, axtree: str) -> str:
     return axtree_element_line(axtree, element) if element is not None else ""
 
 
-def _unnamed_target(action: str, axtree: str) -> str | None:
-    """The id of the element ``action`` acts on when it has neither a name nor a value, ``None`` otherwise."""
-    target = action_target(action, axtree)
+def target_text_and_row(target: str, axtree: str) -> tuple[str, str]:
+    """What an *unnamed* element reads as, from its tree line ``target`` (:func:`action_target`) in ``axtree``:
+    ``(text, row)``, the text it shows (:func:`~dynaweb_env.axtree.axtree_element_text`), else, when it shows none,
+    the text before it in its row (:func:`~dynaweb_env.axtree.axtree_row_text`).
+
+    ``("Marcella", "")`` for ``[17] listitem ''`` over ``StaticText 'Marcella'``; ``("", "Zabrina Mi.")`` for the star
+    ``[27] image ''`` of Zabrina's inbox row. ``("", "")`` for an element with a name or a value (they already say
+    what it is: a text field's text is its ``value``), for a text field's row (its label, which need not repeat the
+    objective's words: "Verify password"), and for no element. A judge in the ``"grounded-text"`` prompt style reads
+    them beside the target line.
+    """
     node = parse_axtree_line(target) if target else None
     if node is None or node.name.strip() or node.value or node.bid is None:
-        return None
-    return node.bid
-
-
-def action_target_text(action: str, axtree: str) -> str:
-    """The text an *unnamed* element that ``action`` acts on shows (:func:`~dynaweb_env.axtree.axtree_element_text`):
-    ``"Marcella"`` for ``click [17]`` on ``[17] listitem ''`` over ``StaticText 'Marcella'``.
-
-    ``""`` for an element with a name or a value (they already say what it is: a text field's text is its
-    ``value``), one without text, an action without an element, or an element not in the tree. A judge in the
-    ``"grounded-text"`` prompt style reads it beside :func:`action_target`'s line.
-    """
-    bid = _unnamed_target(action, axtree)
-    return axtree_element_text(axtree, bid) if bid is not None else ""
-
-
-def action_target_row(action: str, axtree: str) -> str:
-    """The row's text before an unnamed element that shows none itself (:func:`~dynaweb_env.axtree.axtree_row_text`):
-    ``"Zabrina Mi. Elementum condi.."`` for the star ``[27] image ''`` of Zabrina's inbox row.
-
-    ``""`` where :func:`action_target_text` reads a text (or has no unnamed element to read), for a text field
-    (its row is its label), and for an element with no text before it in its row.
-    """
-    bid = _unnamed_target(action, axtree)
-    if bid is None or axtree_element_text(axtree, bid):
-        return ""
-    node = parse_axtree_line(axtree_element_line(axtree, bid))
-    # A text field's row is its label, which need not repeat the objective's words ("Verify password").
-    return "" if node is None or node.role in TEXT_FIELD_ROLES else axtree_row_text(axtree, bid)
+        return "", ""
+    if text := axtree_element_text(axtree, node.bid):
+        return text, ""
+    return "", "" if node.role in TEXT_FIELD_ROLES else axtree_row_text(axtree, node.bid)
 
 
 def render_observation(observation: dict[str, str], max_axtree_chars: int = 0) -> str:
@@ -111,8 +94,7 @@ __all__ = [
     "axtree_element_ids",
     "axtree_element_line",
     "action_target",
-    "action_target_row",
-    "action_target_text",
+    "target_text_and_row",
     "axtree_nodes",
     "truncate_axtree",
     "render_observation",

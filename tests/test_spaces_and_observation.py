@@ -4,8 +4,6 @@ import numpy as np
 
 from dynaweb_env.observation import (
     action_target,
-    action_target_row,
-    action_target_text,
     axtree_element_ids,
     axtree_nodes,
     clean_axtree,
@@ -14,6 +12,7 @@ from dynaweb_env.observation import (
     truncate_axtree,
 )
 from dynaweb_env.spaces import OBSERVATION_KEYS, WebText, web_action_space, web_observation_space
+from dynaweb_env.world_model.judge import judge_step
 
 TREE = (
     "RootWebArea 'Click Test Task', focused\n\t[13] button 'ONE'\n\t\t[20] InlineTextBox 'ONE'\n\t[14] button 'TWO'\n"
@@ -69,6 +68,14 @@ def test_action_target_is_the_acted_on_elements_line():
     assert (
         action_target("scroll [down]", tree) == action_target("click [", tree) == action_target("click [9]", tree) == ""
     )
+
+
+def action_target_text(action: str, tree: str) -> str:
+    return judge_step(action, "", tree).text
+
+
+def action_target_row(action: str, tree: str) -> str:
+    return judge_step(action, "", tree).row
 
 
 def test_an_unnamed_element_is_read_by_the_text_it_shows():

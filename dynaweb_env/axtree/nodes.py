@@ -225,9 +225,13 @@ def axtree_element_line(axtree: str, bid: str, max_chars: int = 120) -> str:
     (``""`` if the tree has no such element): what an action on ``[bid]`` acted on, in words."""
     for line in axtree.splitlines():
         if line_bid(line) == bid:
-            text = " ".join(line.split())
-            return text if len(text) <= max_chars else text[: max_chars - 3] + "..."
+            return _cut(" ".join(line.split()), max_chars)
     return ""
+
+
+def _cut(text: str, max_chars: int) -> str:
+    """``text``, or its first ``max_chars - 3`` characters and ``...`` when it is longer than ``max_chars``."""
+    return text if len(text) <= max_chars else text[: max_chars - 3] + "..."
 
 
 #: Roles of the fields that hold typed text (their text is their ``value``).
@@ -244,24 +248,28 @@ def axtree_element_text(axtree: str, bid: str, max_chars: int = MAX_ELEMENT_TEXT
     ``StaticText 'Marcella'``. Only direct children count: a folder's item holds its sub-items' labels deeper.
     """
     lines = axtree.splitlines()
-    for index, line in enumerate(lines):
-        if line_bid(line) != bid:
+    if (found := _element_at(lines, bid)) is None:
+        return ""
+    index, node = found
+    texts = []
+    for child_line in lines[index + 1 :]:
+        child = parse_axtree_line(child_line)
+        if child is None:
             continue
-        node = parse_axtree_line(line)
-        if node is None:
-            return ""
-        texts = []
-        for child_line in lines[index + 1 :]:
-            child = parse_axtree_line(child_line)
-            if child is None:
-                continue
-            if child.depth <= node.depth:
-                break
-            if child.depth == node.depth + 1 and child.role == "StaticText" and child.name.strip():
-                texts.append(" ".join(child.name.split()))
-        text = " ".join(texts)
-        return text if len(text) <= max_chars else text[: max_chars - 3] + "..."
-    return ""
+        if child.depth <= node.depth:
+            break
+        if child.depth == node.depth + 1 and child.role == "StaticText" and child.name.strip():
+            texts.append(" ".join(child.name.split()))
+    return _cut(" ".join(texts), max_chars)
+
+
+def _element_at(lines: list[str], bid: str) -> tuple[int, AxNode] | None:
+    """The index and node of element ``bid``'s line among ``lines`` (``None``: no such element)."""
+    for index, line in enumerate(lines):
+        if line_bid(line) == bid:
+            node = parse_axtree_line(line)
+            return None if node is None else (index, node)
+    return None
 
 
 def axtree_row_text(axtree: str, bid: str, max_chars: int = MAX_ELEMENT_TEXT_CHARS) -> str:
@@ -275,29 +283,25 @@ def axtree_row_text(axtree: str, bid: str, max_chars: int = MAX_ELEMENT_TEXT_CHA
     ends the row, and so do the first element after some text and the element's parent.
     """
     lines = axtree.splitlines()
-    for index, line in enumerate(lines):
-        if line_bid(line) != bid:
+    if (found := _element_at(lines, bid)) is None:
+        return ""
+    index, node = found
+    texts: list[str] = []
+    for previous_line in reversed(lines[:index]):
+        previous = parse_axtree_line(previous_line)
+        if previous is None:
             continue
-        node = parse_axtree_line(line)
-        if node is None:
-            return ""
-        texts: list[str] = []
-        for previous_line in reversed(lines[:index]):
-            previous = parse_axtree_line(previous_line)
-            if previous is None:
-                continue
-            if previous.depth < node.depth:
+        if previous.depth < node.depth:
+            break
+        if previous.bid is not None:
+            if texts or previous.name.strip():
                 break
-            if previous.bid is not None:
-                if texts or previous.name.strip():
-                    break
-                continue
-            if previous.role == "StaticText" and (name := " ".join(previous.name.split())):
-                if sum(len(text) + 1 for text in texts) + len(name) > max_chars:
-                    break
-                texts.append(name)
-        return " ".join(reversed(texts))
-    return ""
+            continue
+        if previous.role == "StaticText" and (name := " ".join(previous.name.split())):
+            if sum(len(text) + 1 for text in texts) + len(name) > max_chars:
+                break
+            texts.append(name)
+    return " ".join(reversed(texts))
 
 
 def axtree_nodes(axtree: str) -> list[str]:

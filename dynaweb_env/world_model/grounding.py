@@ -99,8 +99,8 @@ def mentioned_in_objective(label: str, objective: str) -> bool:
     )
 
 
-#: A word of a row's text that can name it: a proper name, a handle or a number (``Zabrina``, ``@jerald``, ``42``),
-#: of at least :data:`MIN_NAME_CHARS` + 1 characters.
+#: A word of a row's text that can name it: a proper name, a handle or a number (``Zabrina``, ``@jerald``, ``420``)
+#: of three characters or more.
 _NAME_WORD = re.compile(r"^(?=.*[A-Z0-9@])[\w@#.-]{3,}$")
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..llm.base import Conversation, Generation, GenerationBackend, GenerationError, SamplingParams
-from ..observation import action_target, action_target_row, action_target_text, truncate_axtree
+from ..observation import action_target, target_text_and_row, truncate_axtree
 from .grounding import format_objective_elements, step_grounding, unmet_objective
 from .prompts import GROUNDED_STYLES, check_prompt_style, is_compact_style
 
@@ -95,11 +95,11 @@ class JudgeStep:
             ``click [12]`` alone must find ``[12]`` in a page it is not shown.
             :func:`~dynaweb_env.observation.action_target` computes it.
         text: The text the element shows when it has no name, e.g. ``"Marcella"`` for ``[17] listitem ''``
-            (``""`` otherwise, or unknown). :func:`~dynaweb_env.observation.action_target_text` computes it;
+            (``""`` otherwise, or unknown). :func:`~dynaweb_env.observation.target_text_and_row` computes it;
             only the ``"grounded-text"`` prompt style shows it.
         row: For an unnamed element that shows no text, the text before it in its row, e.g. ``"Zabrina Mi."`` for
             an inbox row's star ``[27] image ''`` (``""`` otherwise, or unknown).
-            :func:`~dynaweb_env.observation.action_target_row` computes it; only ``"grounded-text"`` shows it.
+            :func:`~dynaweb_env.observation.target_text_and_row` computes it; only ``"grounded-text"`` shows it.
     """
 
     action: str
@@ -112,13 +112,8 @@ class JudgeStep:
 def judge_step(action: str, reasoning: str, axtree: str) -> JudgeStep:
     """The judge's record of ``action`` taken on the page ``axtree``: its target line and, for an unnamed
     element, the text it shows or else its row's text."""
-    return JudgeStep(
-        action,
-        reasoning,
-        action_target(action, axtree),
-        action_target_text(action, axtree),
-        action_target_row(action, axtree),
-    )
+    target = action_target(action, axtree)
+    return JudgeStep(action, reasoning, target, *target_text_and_row(target, axtree))
 
 
 @dataclass(frozen=True)
