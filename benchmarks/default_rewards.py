@@ -198,9 +198,7 @@ def judge_real(env: gym.Env, plans: Sequence[tuple[StartState, str, list[str]]],
     in one call."""
     requests = []
     for (start, _, _), row in zip(plans, rows, strict=True):
-        blank = [""] * len(row["actions"])  # rows written before these fields existed
-        texts, row_texts = row.get("target_texts", blank), row.get("target_rows", blank)
-        fields = zip(row["actions"], row["targets"], texts, row_texts, strict=True)
+        fields = zip(row["actions"], row["targets"], row["target_texts"], row["target_rows"], strict=True)
         steps = tuple(JudgeStep(a, target=t, text=x, row=r) for a, t, x, r in fields)
         answer = "N/A" if row["actions"][-1] == STOP else None
         requests.append(JudgeRequest(start.goal, steps, row["real_final_url"], row["real_final_axtree"], answer))
