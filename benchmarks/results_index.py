@@ -197,6 +197,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     INDEX.write_text(text)
     print(f"wrote {INDEX.relative_to(ROOT)}")
+    if pending := text.count("| uncommitted |"):
+        print(
+            f"warning: {pending} file(s) are listed as uncommitted; a clean clone renders them with their commit, so"
+            " commit them first and run this again, or the --check of tests/test_docs.py fails there",
+            file=sys.stderr,
+        )
     return 0
 
 
