@@ -104,6 +104,10 @@ def last_content_commits() -> dict[str, str]:
     return found
 
 
+#: The commit column of a file with changes not yet committed (a clean clone shows its commit instead).
+UNCOMMITTED = "uncommitted"
+
+
 def _uncommitted() -> set[str]:
     out = _git("status", "--porcelain", "--no-renames", "--untracked-files=all", "--", "benchmarks/results/")
     return {line[3:] for line in out.splitlines()}
@@ -171,9 +175,9 @@ def render() -> str:
             command = recorded_command(path) if path.suffix == ".json" else ""
             repo_rel = path.relative_to(ROOT).as_posix()
             if repo_rel in dirty or (figure and png.relative_to(ROOT).as_posix() in dirty):
-                commit, date = "uncommitted", ""
+                commit, date = UNCOMMITTED, ""
             else:
-                commit, _, date = commits.get(repo_rel, "uncommitted,").partition(",")
+                commit, _, date = commits.get(repo_rel, f"{UNCOMMITTED},").partition(",")
             shown = f"`{_cell(command)}`" if command else "(not recorded)"
             lines.append(f"| [{rel}]({rel}) | {figure} | {shown} | {date} | {commit} |")
         lines.append("")
@@ -197,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     INDEX.write_text(text)
     print(f"wrote {INDEX.relative_to(ROOT)}")
-    if pending := text.count("| uncommitted |"):
+    if pending := text.count(f"| {UNCOMMITTED} |"):
         print(
             f"warning: {pending} file(s) are listed as uncommitted; a clean clone renders them with their commit, so"
             " commit them first and run this again, or the --check of tests/test_docs.py fails there",

@@ -471,6 +471,21 @@ def test_results_index_is_current():
     assert run_main("results_index", ["--check"]) == 0, "run: python -m benchmarks.results_index"
 
 
+def test_results_index_warns_when_it_writes_uncommitted_rows(tmp_path, monkeypatch, capsys):
+    """An index written with rows marked uncommitted would fail ``--check`` on a clean clone: writing it says so."""
+    from benchmarks import results_index
+
+    monkeypatch.setattr(results_index, "ROOT", tmp_path)
+    monkeypatch.setattr(results_index, "INDEX", tmp_path / "INDEX.md")
+    rows = "| [a.json](a.json) |  | `cmd` | 2026-12-02 | b991efc |\n| [b.json](b.json) |  | `cmd` |  | uncommitted |\n"
+    monkeypatch.setattr(results_index, "render", lambda: rows)
+    assert results_index.main([]) == 0
+    assert (tmp_path / "INDEX.md").read_text() == rows
+    assert "warning: 1 file(s) are listed as uncommitted" in capsys.readouterr().err
+    monkeypatch.setattr(results_index, "render", lambda: rows.splitlines()[0] + "\n")
+    assert results_index.main([]) == 0 and "warning" not in capsys.readouterr().err
+
+
 def test_every_benchmark_script_has_a_smoke_test_here():
     """A new script in ``benchmarks/`` (or ``benchmarks/probes/``) gets a test in this file that runs its ``main``."""
     this_file = Path(__file__).read_text()
