@@ -56,8 +56,11 @@ demo: setup
 	dynaweb-dream --policy expert
 	dynaweb-train --env dream --expert-frac 0.5
 
+# Two pytest workers (pytest-xdist), each test file on one: most of a test's time is spent waiting on a
+# browser or a subprocess, so two files at once use both cores. TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 2
 test: setup
-	$(PYTHON) -m pytest -q -m "not slow"
+	$(PYTHON) -m pytest -q -m "not slow" -n $(TEST_WORKERS) --dist loadfile
 
 # The slow tests also serve the world model with transformers' OpenAI-compatible server (the serve extra).
 $(STAMPS)/serve: pyproject.toml $(STAMPS)/package

@@ -76,13 +76,16 @@ MAX_STEPS = 10
 SUCCESS = 0.5
 
 
-def held_out_starts(tasks: Sequence[str] | None = None) -> list[tuple[StartState, list[str]]]:
-    """The first held-out start state of each task (the smallest ``test`` task seed), in task order, with the
-    scripted expert's recorded actions from it."""
+def held_out_starts(tasks: Sequence[str] | None = None, rank: int = 0) -> list[tuple[StartState, list[str]]]:
+    """The first held-out start state of each task (the smallest ``test`` task seed; ``rank`` 1: the next one), in
+    task order, with the scripted expert's recorded actions from it."""
     trajectories = [t for t in iter_trajectories(HELD_OUT) if split_of(int(t.metadata["seed"])) == "test"]
-    firsts: dict[str, Any] = {}
+    by_task: dict[str, list[Any]] = {}
     for trajectory in sorted(trajectories, key=lambda t: (t.task_id, int(t.metadata["seed"]))):
-        firsts.setdefault(trajectory.task_id, trajectory)
+        seeds = [int(t.metadata["seed"]) for t in by_task.get(trajectory.task_id, [])]
+        if int(trajectory.metadata["seed"]) not in seeds:  # one recording per task seed
+            by_task.setdefault(trajectory.task_id, []).append(trajectory)
+    firsts = {task: recorded[rank] for task, recorded in by_task.items() if len(recorded) > rank}
     unknown = sorted(set(tasks or ()) - set(firsts))
     if unknown:
         raise ValueError(f"no held-out recording of task(s) {unknown}; known: {sorted(firsts)}")
@@ -242,6 +245,7 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace, env_kwargs: dic
         "date": datetime.date.today().isoformat(),
         "env_kwargs": env_kwargs,
         "seed": args.seed,
+        "start_rank": args.start_rank,
         "wrong_action_rule": "click the first element of the start page (tree order) that no expert action names, "
         "of the role of the expert's first element, else of a role in "
         f"{sorted(CLICKABLE_ROLES)}; else the expert's last element first (out of order); else {STOP!r} at once. "
@@ -264,7 +268,7 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace, env_kwargs: dic
 def run(args: argparse.Namespace) -> dict[str, Any]:
     env_kwargs = json.loads(args.env_kwargs)
     plans = []
-    for start, expert in held_out_starts(args.tasks)[: args.limit or None]:
+    for start, expert in held_out_starts(args.tasks, args.start_rank)[: args.limit or None]:
         wrong = wrong_action(start.axtree, expert)
         plans += [(start, "expert", expert), (start, "wrong", [] if wrong == STOP else [wrong])]
     began = time.perf_counter()
@@ -293,6 +297,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tasks", nargs="+", default=None, help="task ids (default: all 24)")
     parser.add_argument("--limit", type=int, default=0, help="only the first N tasks (0: all)")
     parser.add_argument("--seed", type=int, default=0, help="reset seed of every dream (default 0)")
+    parser.add_argument("--start-rank", type=int, default=0,
+                        help="which held-out start state of each task: 0, the smallest test task seed (default); "
+                        "1, the next (a second set of 48 episodes)")  # fmt: skip
     parser.add_argument("--env-kwargs", default="{}", help="JSON gym.make arguments of the dream (default: none)")
     parser.add_argument("--output", type=Path, default=RESULTS, help="results JSON")
     args = parser.parse_args(argv)

@@ -30,7 +30,7 @@ from typing import Any
 from dynaweb_env.data.io import read_trajectories
 from dynaweb_env.data.schema import Trajectory
 from dynaweb_env.data.shipped import ALL_TASKS_DATA_DIR, LARGE_DATA_DIR
-from dynaweb_env.observation import action_target
+from dynaweb_env.observation import action_target, target_text_and_row
 from dynaweb_env.world_model.grounding import objective_requirements, requirement_kind
 
 RESULTS = Path(__file__).resolve().parent / "results" / "judge" / "objective_check.json"
@@ -45,8 +45,9 @@ def check(trajectory: Trajectory) -> list[tuple[str, bool]]:
     acted = [step for step in trajectory.steps if step.action.strip()]
     actions = [step.action.strip() for step in acted]
     targets = [action_target(step.action.strip(), step.axtree) for step in acted]
+    shown = [target_text_and_row(target, step.axtree) for target, step in zip(targets, acted, strict=True)]
     final = trajectory.steps[-1].axtree if trajectory.steps else ""
-    return objective_requirements(trajectory.goal, actions, targets, final)
+    return objective_requirements(trajectory.goal, actions, targets, final, shown)
 
 
 def summarise(trajectories: Sequence[Trajectory]) -> dict[str, Any]:

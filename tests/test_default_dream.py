@@ -179,6 +179,33 @@ def test_unmet_objective_finds_what_an_explicit_objective_left_undone():
     assert boxes == ["checkbox 'cd', which the objective names, is not checked"]
 
 
+INBOX = "\n".join([
+    "RootWebArea 'Email Inbox Task', focused",
+    "\t[16] heading 'Primary'",
+    "\t[17] image ''",
+    "\tStaticText 'Zabrina'", "\tStaticText 'Mi.'", "\t[26] image ''", "\t[27] image ''",
+    "\tStaticText 'Simonette'", "\tStaticText 'Enim.'", "\t[36] image ''", "\t[37] image ''",
+])  # fmt: skip
+
+
+def test_unmet_objective_finds_an_icon_clicked_outside_the_row_the_objective_names():
+    from dynaweb_env.observation import action_target, target_text_and_row
+    from dynaweb_env.world_model.grounding import named_rows, unmet_objective
+
+    goal = "Find the email by Zabrina and click the star icon to mark it as important."
+    assert named_rows(INBOX, goal) == [("26", "image"), ("27", "image")]
+
+    def unmet(element):
+        target = action_target(f"click [{element}]", INBOX)
+        return unmet_objective(goal, [f"click [{element}]"], [target], INBOX, [target_text_and_row(target, INBOX)])
+
+    assert unmet(27) == []  # Zabrina's star
+    assert unmet(17) == ["the icon acted on last ([17]) is in no row the objective names"]  # the search icon
+    assert unmet(37) == ["the icon acted on last ([37]) is in no row the objective names"]  # Simonette's star
+    assert unmet_objective(goal, ["click [17]"], ["[17] image ''"], INBOX) == []  # no (text, row): not checked
+    assert unmet_objective("Click the star icon.", ["click [17]"], ["[17] image ''"], INBOX, [("", "")]) == []
+
+
 def test_unmet_objective_holds_on_the_shipped_real_trajectories():
     """Measured on every shipped real trajectory (``python -m benchmarks.objective_check`` counts the same): the
     check flags few successes and many failures, and so does its named-control rule alone."""
@@ -191,6 +218,7 @@ def test_unmet_objective_holds_on_the_shipped_real_trajectories():
     assert report["trajectories"]["success"] > 1000 and flagged["any"]["success_share"] < 0.005
     assert flagged["any"]["failure_share"] > 0.25
     assert flagged["named_control"]["failures"] >= 20 and flagged["named_control"]["successes"] <= 1
+    assert flagged["named_row"]["failures"] >= 5 and flagged["named_row"]["successes"] == 0
 
 
 def test_the_objective_check_withholds_a_success_by_default(start_file):

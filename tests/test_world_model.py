@@ -210,7 +210,11 @@ def test_predict_reports_truncation_from_the_backend():
     assert "token limit" in prediction.error and prediction.axtree == NEXT_TREE
 
 
-@pytest.mark.parametrize("kwargs", [{"backend": object()}, {"max_axtree_chars": -1}, {"output_mode": "xml"}], ids=str)
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"backend": object()}, {"max_axtree_chars": -1}, {"output_mode": "xml"}],
+    ids=["backend", "chars", "mode"],
+)
 def test_world_model_rejects_bad_arguments(kwargs):
     arguments = {"backend": ScriptedBackend(lambda conv: ""), **kwargs}
     with pytest.raises(ValueError):

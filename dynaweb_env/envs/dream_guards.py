@@ -9,11 +9,12 @@ default, and which to turn on is to be chosen by measurement (``benchmarks/dream
 
 - **Objective check** (``objective_check``, on by default): a SUCCESS whose trajectory left an explicit requirement
   of the objective undone (a quoted text typed nowhere, a checkbox the objective names unchecked, a button, link,
-  tab or menu item it names never acted on, a date or list of values it names not on the page:
+  tab or menu item it names never acted on, a date or list of values it names not on the page, an icon clicked
+  outside the row the objective names:
   :func:`~dynaweb_env.world_model.grounding.unmet_objective`) earns 0, with ``info["objective_unmet"]``. On the
   held-out pages of ``benchmarks/default_rewards.py`` the trained judge paid a Submit on an unfilled form on 6 of 24
   tasks; the check withholds those. On every shipped real trajectory
-  (``python -m benchmarks.objective_check``) it flags 153 of 273 failures and 8 of 2,534 successes.
+  (``python -m benchmarks.objective_check``) it flags 163 of 273 failures and 8 of 2,534 successes.
 
 - **Judge self-consistency** (``judge_votes=K``): the judge samples ``K`` verdicts and abstains
   unless all agree; an abstention earns reward 0 and ``info["judge_abstained"] = True``, so a

@@ -19,7 +19,7 @@ a live site as on MiniWoB++. They are evidence, not a verdict: the judge still d
 element only by description, or need an element it does not name, such as an unnamed text field).
 
 The 135M judge still calls a Submit on an empty form a success when the notes say otherwise (issue 48: 10 of the
-24 wrong actions of ``benchmarks/default_rewards.py`` were paid). :func:`unmet_objective` states six requirements
+24 wrong actions of ``benchmarks/default_rewards.py`` were paid). :func:`unmet_objective` states seven requirements
 that an objective makes explicit and that a trajectory can be checked against without judgement, for
 ``TrajectoryJudge(objective_check=True)`` (``reward_guards={"objective_check": ...}``) to withhold a SUCCESS that
 leaves one unmet:
@@ -38,9 +38,14 @@ leaves one unmet:
   page's element of that rank among its controls of that kind (:data:`ORDINAL_ROLES`, page order) was acted on.
 - **Lists of values** (``Set the sliders to the combination [1,6,5]``), on a final page showing at least as many
   numbers: the page's numbers hold the list's values in that order.
+- **Rows named by a word** (``Find the email by Zabrina and click the star icon``): when the last element acted on
+  is an icon (unnamed, showing no text: ``[17] image ''``) and the final page has an icon of the same role in a row
+  the objective names (:func:`named_rows`), the icon acted on sits in such a row (:func:`row_named_in_objective`
+  of its row, as :func:`~dynaweb_env.observation.target_text_and_row` read it in its page). Checked only where
+  each step's ``(text, row)`` is given.
 
 On every shipped real trajectory (both datasets, every split, experts and exploration: ``python -m
-benchmarks.objective_check``) it flags 153 of 273 failures and 8 of 2,534 successes. Seven of those are
+benchmarks.objective_check``) it flags 163 of 273 failures and 8 of 2,534 successes. Seven of those are
 click-checkboxes tasks scored with partial credit (a box left unticked); one is a click-dialog-2 success by
 ``press [Enter]`` on the focused button, which no action targeted. The named-control rule alone flags 73 failures
 and that one success.
@@ -52,7 +57,7 @@ import re
 from collections.abc import Sequence
 
 from ..actions import parse_action
-from ..axtree import TEXT_FIELD_ROLES, parse_axtree, parse_axtree_line
+from ..axtree import TEXT_FIELD_ROLES, axtree_element_text, axtree_row_text, parse_axtree, parse_axtree_line
 
 #: The most final-page lines :func:`objective_elements` returns (the rest are in the tree itself).
 MAX_OBJECTIVE_ELEMENTS = 12
@@ -181,6 +186,7 @@ UNMET_WORDING = {
     "ordinal_control": "which the objective names by its position, was never acted on",
     "date": "is held by no field",
     "values": "is not what the page shows, in order",
+    "named_row": "is in no row the objective names",
 }
 #: A date as objectives write it: ``01/03/2016``, ``1/3/16``.
 _DATE = re.compile(r"(?<![\w/])\d{1,2}/\d{1,2}/\d{2,4}(?![\w/])")
@@ -265,8 +271,36 @@ def requirement_kind(requirement: str) -> str:
     return next(kind for kind, words in UNMET_WORDING.items() if requirement.endswith(words))
 
 
+def _is_icon(node) -> bool:
+    """An element that says nothing of what it is: no name, no value, not a text field or box (an inbox row's star
+    ``[27] image ''``); whether it also shows no text is read from its page."""
+    return (
+        node.bid is not None
+        and not node.name.strip()
+        and not node.value
+        and node.role not in TEXT_FIELD_ROLES | CHECKABLE_ROLES
+    )
+
+
+def named_rows(axtree: str, objective: str) -> list[tuple[str, str]]:
+    """``(id, role)`` of each of the page's icons (unnamed elements showing no text) whose row the objective names
+    (:func:`row_named_in_objective`): the star of the inbox row "Zabrina Mi." for "Find the email by Zabrina and
+    click the star icon"."""
+    return [
+        (node.bid, node.role)
+        for node in parse_axtree(axtree)
+        if _is_icon(node)
+        and not axtree_element_text(axtree, node.bid)
+        and row_named_in_objective(axtree_row_text(axtree, node.bid), objective)
+    ]
+
+
 def objective_requirements(
-    objective: str, actions: Sequence[str], targets: Sequence[str], final_axtree: str
+    objective: str,
+    actions: Sequence[str],
+    targets: Sequence[str],
+    final_axtree: str,
+    shown: Sequence[tuple[str, str]] | None = None,
 ) -> list[tuple[str, bool]]:
     """The objective's explicit requirements (see the module docstring), each with whether the trajectory met it.
 
@@ -275,6 +309,9 @@ def objective_requirements(
         actions: Every action of the trajectory, in order.
         targets: The tree line each acted on (``""`` for none), as :attr:`JudgeStep.target` holds it.
         final_axtree: The final page.
+        shown: For each target, ``(text, row)`` as :func:`~dynaweb_env.observation.target_text_and_row` reads it
+            in the page the action was taken on (:attr:`JudgeStep.text`, :attr:`JudgeStep.row`); ``None`` leaves
+            out the named-row requirement, which needs them.
 
     Returns:
         ``(requirement, met)`` pairs, the requirement worded as it reads when unmet; ``[]`` when the objective
@@ -305,9 +342,9 @@ def objective_requirements(
             )
             requirements.append((f"the objective's text {quoted!r} {UNMET_WORDING['quoted_text']}", met))
     if any(node.role in TEXT_FIELD_ROLES for node in nodes):  # a date is checked where the final page has a field
-        shown = [node.name for node in nodes if node.name]
+        page_texts = [node.name for node in nodes if node.name]
         for date in objective_dates(objective):
-            met = any(date in text for text in held + shown)
+            met = any(date in text for text in held + page_texts)
             requirements.append((f"the objective's date {date!r} {UNMET_WORDING['date']}", met))
     numbers = [node.name.strip() for node in nodes if re.fullmatch(_NUMBER, node.name.strip())]
     for values in objective_value_lists(objective):
@@ -332,13 +369,27 @@ def objective_requirements(
         if len(ranked) >= rank:  # a page with fewer such controls cannot be checked against the objective
             met = ranked[rank - 1].bid in acted_ids
             requirements.append((f"the {phrase} ([{ranked[rank - 1].bid}]), {UNMET_WORDING['ordinal_control']}", met))
+    if shown and targets[-1]:
+        # The last element acted on is an icon, and the final page has an icon of its kind in a row the objective
+        # names ("the email by Zabrina"): the icon acted on is that one, in that row.
+        node, (text, row) = parse_axtree_line(targets[-1]), shown[-1]
+        if node is not None and _is_icon(node) and not text.strip():
+            if any(role == node.role for _, role in named_rows(final_axtree, objective)):
+                met = row_named_in_objective(row, objective)
+                requirements.append((f"the icon acted on last ([{node.bid}]) {UNMET_WORDING['named_row']}", met))
     return requirements
 
 
-def unmet_objective(objective: str, actions: Sequence[str], targets: Sequence[str], final_axtree: str) -> list[str]:
+def unmet_objective(
+    objective: str,
+    actions: Sequence[str],
+    targets: Sequence[str],
+    final_axtree: str,
+    shown: Sequence[tuple[str, str]] | None = None,
+) -> list[str]:
     """One line per explicit requirement the trajectory left undone (``[]``: none found; that is no proof of
     success). Arguments as :func:`objective_requirements`."""
-    requirements = objective_requirements(objective, actions, targets, final_axtree)
+    requirements = objective_requirements(objective, actions, targets, final_axtree, shown)
     return [requirement for requirement, met in requirements if not met]
 
 
@@ -373,6 +424,7 @@ __all__ = [
     "objective_requirements",
     "objective_value_lists",
     "row_named_in_objective",
+    "named_rows",
     "ordinal_references",
     "quoted_phrases",
     "requirement_kind",

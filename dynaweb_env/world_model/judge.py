@@ -395,7 +395,9 @@ def check_objective(request: JudgeRequest, verdict: JudgeVerdict) -> JudgeVerdic
     if verdict.reward < 0.5:
         return verdict
     actions = [step.action for step in request.steps]
-    unmet = unmet_objective(request.goal, actions, [step.target for step in request.steps], request.final_axtree)
+    targets = [step.target for step in request.steps]
+    shown = [(step.text, step.row) for step in request.steps]
+    unmet = unmet_objective(request.goal, actions, targets, request.final_axtree, shown)
     if not unmet:
         return verdict
     reasoning = f"SUCCESS withheld: {'; '.join(unmet)} (the judge said: {verdict.reasoning})"
