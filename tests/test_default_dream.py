@@ -52,10 +52,11 @@ def test_every_host_defaults_to_the_trained_judge(monkeypatch):
 
 
 class _Verdicts:
-    """World model: the page unchanged. Judge: ``texts`` in turn (``"VERDICT: SUCCESS"`` by default)."""
+    """World model: ``page`` (``TREE``) whatever the action. Judge: ``texts`` in turn (``"VERDICT: SUCCESS"`` by
+    default)."""
 
-    def __init__(self, *texts: str):
-        self.texts = list(texts)
+    def __init__(self, *texts: str, page: str = TREE):
+        self.texts, self.page = list(texts), page
 
     def generate(self, conversations, params):
         out = []
@@ -64,7 +65,7 @@ class _Verdicts:
                 text = self.texts.pop(0) if self.texts else "VERDICT: SUCCESS"
                 out.append(Generation(text, finish_reason="length" if text.endswith("...") else "stop"))
             else:
-                out.append(Generation(f"[Web state changes]\nnothing\n[Next page accessibility tree]\n{TREE}"))
+                out.append(Generation(f"[Web state changes]\nnothing\n[Next page accessibility tree]\n{self.page}"))
         return out
 
 
@@ -202,8 +203,23 @@ def test_unmet_objective_finds_an_icon_clicked_outside_the_row_the_objective_nam
     assert unmet(27) == []  # Zabrina's star
     assert unmet(17) == ["the icon acted on last ([17]) is in no row the objective names"]  # the search icon
     assert unmet(37) == ["the icon acted on last ([37]) is in no row the objective names"]  # Simonette's star
+    stopped = unmet_objective(goal, ["click [17]", "stop [N/A]"], ["[17] image ''", ""], INBOX, [("", "")] * 2)
+    assert stopped == unmet(17)  # a `stop` after the wrong icon acts on no element: the icon is still the last
     assert unmet_objective(goal, ["click [17]"], ["[17] image ''"], INBOX) == []  # no (text, row): not checked
     assert unmet_objective("Click the star icon.", ["click [17]"], ["[17] image ''"], INBOX, [("", "")]) == []
+
+
+def test_a_dream_that_clicks_the_wrong_row_s_icon_is_not_paid(start_file):
+    backend = _Verdicts(page=INBOX)  # the inbox unchanged by any click; the judge says SUCCESS to everything
+    inbox = {"task_id": "miniwob.email-inbox-important", "url": "file:///inbox.html", "axtree": INBOX,
+             "goal": "Find the email by Zabrina and click the star icon to mark it as important."}  # fmt: skip
+    env = DreamWebEnv(world_model=backend, judge=backend, start_states=start_file)
+    for action, paid in (("click [27]", 1.0), ("click [37]", 0.0)):  # Zabrina's star, then Simonette's
+        env.reset(seed=0, options={"start_state": inbox})
+        env.step(action)
+        _, reward, terminated, _, info = env.step("stop [done]")
+        assert terminated and reward == paid and info["judged"]
+    assert info["objective_unmet"] == ["the icon acted on last ([37]) is in no row the objective names"]
 
 
 def test_unmet_objective_holds_on_the_shipped_real_trajectories():

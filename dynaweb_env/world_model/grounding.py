@@ -39,10 +39,10 @@ leaves one unmet:
 - **Lists of values** (``Set the sliders to the combination [1,6,5]``), on a final page showing at least as many
   numbers: the page's numbers hold the list's values in that order.
 - **Rows named by a word** (``Find the email by Zabrina and click the star icon``): when the last element acted on
-  is an icon (unnamed, showing no text: ``[17] image ''``) and the final page has an icon of the same role in a row
-  the objective names (:func:`named_rows`), the icon acted on sits in such a row (:func:`row_named_in_objective`
-  of its row, as :func:`~dynaweb_env.observation.target_text_and_row` read it in its page). Checked only where
-  each step's ``(text, row)`` is given.
+  (a later ``stop`` acts on none) is an icon (unnamed, showing no text: ``[17] image ''``) and the final page has an
+  icon of the same role in a row the objective names (:func:`named_rows`), the icon acted on sits in such a row
+  (:func:`row_named_in_objective` of its row, as :func:`~dynaweb_env.observation.target_text_and_row` read it in its
+  page). Checked only where each step's ``(text, row)`` is given.
 
 On every shipped real trajectory (both datasets, every split, experts and exploration: ``python -m
 benchmarks.objective_check``) it flags 163 of 273 failures and 8 of 2,534 successes. Seven of those are
@@ -369,10 +369,11 @@ def objective_requirements(
         if len(ranked) >= rank:  # a page with fewer such controls cannot be checked against the objective
             met = ranked[rank - 1].bid in acted_ids
             requirements.append((f"the {phrase} ([{ranked[rank - 1].bid}]), {UNMET_WORDING['ordinal_control']}", met))
-    if shown and targets[-1]:
-        # The last element acted on is an icon, and the final page has an icon of its kind in a row the objective
-        # names ("the email by Zabrina"): the icon acted on is that one, in that row.
-        node, (text, row) = parse_axtree_line(targets[-1]), shown[-1]
+    last = max((index for index, target in enumerate(targets) if target), default=None)
+    if shown and last is not None:
+        # The last element acted on (a later `stop` acts on none) is an icon, and the final page has an icon of its
+        # kind in a row the objective names ("the email by Zabrina"): the icon acted on is that one, in that row.
+        node, (text, row) = parse_axtree_line(targets[last]), shown[last]
         if node is not None and _is_icon(node) and not text.strip():
             if any(role == node.role for _, role in named_rows(final_axtree, objective)):
                 met = row_named_in_objective(row, objective)
