@@ -80,12 +80,10 @@ def held_out_starts(tasks: Sequence[str] | None = None, rank: int = 0) -> list[t
     """The first held-out start state of each task (the smallest ``test`` task seed; ``rank`` 1: the next one), in
     task order, with the scripted expert's recorded actions from it."""
     trajectories = [t for t in iter_trajectories(HELD_OUT) if split_of(int(t.metadata["seed"])) == "test"]
-    by_task: dict[str, list[Any]] = {}
+    by_seed: dict[str, dict[int, Any]] = {}  # task -> task seed -> its first recording, in seed order
     for trajectory in sorted(trajectories, key=lambda t: (t.task_id, int(t.metadata["seed"]))):
-        seeds = [int(t.metadata["seed"]) for t in by_task.get(trajectory.task_id, [])]
-        if int(trajectory.metadata["seed"]) not in seeds:  # one recording per task seed
-            by_task.setdefault(trajectory.task_id, []).append(trajectory)
-    firsts = {task: recorded[rank] for task, recorded in by_task.items() if len(recorded) > rank}
+        by_seed.setdefault(trajectory.task_id, {}).setdefault(int(trajectory.metadata["seed"]), trajectory)
+    firsts = {task: [*seeds.values()][rank] for task, seeds in by_seed.items() if len(seeds) > rank}
     unknown = sorted(set(tasks or ()) - set(firsts))
     if unknown:
         raise ValueError(f"no held-out recording of task(s) {unknown}; known: {sorted(firsts)}")

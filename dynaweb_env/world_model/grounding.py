@@ -57,7 +57,8 @@ import re
 from collections.abc import Sequence
 
 from ..actions import parse_action
-from ..axtree import TEXT_FIELD_ROLES, axtree_element_text, axtree_row_text, parse_axtree, parse_axtree_line
+from ..axtree import TEXT_FIELD_ROLES, parse_axtree, parse_axtree_line
+from ..observation import target_text_and_row
 
 #: The most final-page lines :func:`objective_elements` returns (the rest are in the tree itself).
 MAX_OBJECTIVE_ELEMENTS = 12
@@ -289,9 +290,7 @@ def named_rows(axtree: str, objective: str) -> list[tuple[str, str]]:
     return [
         (node.bid, node.role)
         for node in parse_axtree(axtree)
-        if _is_icon(node)
-        and not axtree_element_text(axtree, node.bid)
-        and row_named_in_objective(axtree_row_text(axtree, node.bid), objective)
+        if _is_icon(node) and row_named_in_objective(target_text_and_row(node.line, axtree)[1], objective)
     ]
 
 
