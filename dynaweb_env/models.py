@@ -33,7 +33,8 @@ onto their embedded base model, see :func:`adapter_base`):
 - ``smollm2-135m-judge-dagger``: the trajectory judge trained further on the dreams it misjudged (DAgger): from
   a grounded-prompt judge, on dreams of dreams-only training runs relabelled by their real replays, near-miss
   pages and real outcomes (:data:`~dynaweb_env.data.shipped.DREAMED_JUDGE_DATA_DIR`); prompted in the ``grounded``
-  style recorded beside it. The default judge everywhere (:data:`DEFAULT_JUDGE`: ``DreamWeb-v0``, ``dynaweb-train``,
+  style recorded beside it, with its success threshold (0.4, :func:`model_success_threshold`). The default judge
+  everywhere (:data:`DEFAULT_JUDGE`: ``DreamWeb-v0``, ``dynaweb-train``,
   ``dynaweb-dream``, ``dynaweb-serve``, the integrations, the paper's-claims benchmark).
 - ``smollm2-135m-judge-all``: the DAgger judge trained further on the all-tasks data (53 tasks,
   :data:`~dynaweb_env.data.shipped.ALL_TASKS_DATA_DIR`); better on held-out pages of new and long tasks, but it pays
@@ -312,18 +313,18 @@ ADAPTER_CONFIG_FILE = "adapter_config.json"
 WORLD_MODEL_INFO_FILE = "dynaweb_world_model.json"
 
 
-def _recorded(spec: Any, key: str) -> str | None:
+def _recorded(spec: Any, key: str, kinds: tuple[type, ...] = (str,)) -> Any:
     """``key`` of a shipped adapter, or as recorded in a checkpoint directory's :data:`WORLD_MODEL_INFO_FILE`,
     or as an ``openai:`` or dict spec states it (``openai:wm@http://host:8000/v1?prompt_style=compact``); for a
-    backend object, that of the model it was built from (its ``model_name``)."""
+    backend object, that of the model it was built from (its ``model_name``). Only values of the ``kinds`` count."""
     if isinstance(spec, dict) or (isinstance(spec, str) and spec.strip().startswith("openai:")):
         from .llm import parse_backend_spec
 
         options = parse_backend_spec(spec)
-        return options[key] if key in options else _recorded(options["model"], key)
+        return options[key] if key in options else _recorded(options["model"], key, kinds)
     if not isinstance(spec, (str, os.PathLike)):
         name = getattr(spec, "model_name", None)  # e.g. make_backend("smollm2-135m-wm-patch"), or a wrapper of it
-        return _recorded(name, key) if isinstance(name, str) and name.strip() else None
+        return _recorded(name, key, kinds) if isinstance(name, str) and name.strip() else None
     text = os.fspath(spec).strip()
     if "?" in text and not Path(text).expanduser().exists():  # a spec's backend options: `<model>?dtype=...`
         text = text.partition("?")[0]
@@ -338,7 +339,7 @@ def _recorded(spec: Any, key: str) -> str | None:
         value = json.loads(info_file.read_text()).get(key) if info_file.is_file() else None
     except (OSError, json.JSONDecodeError, AttributeError):
         return None
-    return value if isinstance(value, str) else None
+    return value if isinstance(value, kinds) else None
 
 
 def world_model_output_mode(spec: Any) -> str | None:
@@ -352,6 +353,17 @@ def model_prompt_style(spec: Any) -> str:
     adapter's, or recorded by ``dynaweb-train-wm``), else ``"paper"`` (a prompted model learns the task from
     the paper's prompt; runs trained before prompt styles existed were trained on it)."""
     return _recorded(spec, "prompt_style") or "paper"
+
+
+def model_success_threshold(spec: Any) -> float | None:
+    """The success threshold chosen for a trained judge (``benchmarks/judge_threshold.py``) and recorded beside it
+    (``"success_threshold"`` in its :data:`WORLD_MODEL_INFO_FILE`), or ``None`` (the verdict word). It applies where
+    the backend gives log-probs (:func:`~dynaweb_env.world_model.judge.success_probability`)."""
+    value = _recorded(spec, "success_threshold", (str, float))
+    try:
+        return None if value is None else float(value)
+    except ValueError:
+        return None
 
 
 def adapter_base(path: str | os.PathLike[str]) -> str | None:

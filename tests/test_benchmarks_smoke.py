@@ -464,6 +464,15 @@ def test_objective_check_counts_flagged_real_trajectories(tmp_path):
     assert report["flagged"]["any"]["failures"] >= report["flagged"]["named_control"]["failures"] > 0
 
 
+def test_judge_threshold_sweeps_thresholds_on_real_and_dreamed_cases(tmp_path):
+    output = tmp_path / "t.json"
+    argv = ["--judge", TINY, "--tasks", "miniwob.click-button", "--max-per-task", "1", "--output", str(output)]
+    assert run_main("judge_threshold", argv) == 0
+    report = json.loads(output.read_text())
+    assert report["trajectories"]["real"] >= 1 and report["sweep"][0]["threshold"] is None
+    assert report["chosen"] in report["sweep"] and report["sweep"][0]["real"]["cases"] >= 1
+
+
 def test_results_index_is_current():
     """``benchmarks/results/INDEX.md`` lists every result file as ``python -m benchmarks.results_index`` writes it."""
     if not (ROOT / ".git").exists():

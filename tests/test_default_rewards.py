@@ -49,11 +49,11 @@ def test_default_dream_rewards_agree_with_the_real_outcomes_on_a_subset(tmp_path
     tasks agreed with the real outcome. Without the objective check the two form tasks' wrong Submits were paid,
     without its named-control rule click-button-sequence's TWO clicked alone, without its position rule
     focus-text-2's first textbox for "the 2nd", and without its row rule email-inbox-important's search icon for
-    Zabrina's star."""
+    Zabrina's star; without the judge's recorded threshold social-media's Block was refused."""
     output = tmp_path / "report.json"
     tasks = ["miniwob.click-test-2", "miniwob.enter-text", "miniwob.click-checkboxes", "miniwob.click-button-sequence",
-             "miniwob.focus-text-2", "miniwob.email-inbox-important"]  # fmt: skip
+             "miniwob.focus-text-2", "miniwob.email-inbox-important", "miniwob.social-media"]  # fmt: skip
     assert default_rewards.main(["--tasks", *tasks, "--output", str(output)]) == 0
     report = json.loads(output.read_text())
-    assert report["overall"]["episodes"] == 12 and report["overall"]["judge_errors"] == 0
-    assert report["wrong"]["agreement"] == 1.0 and report["overall"]["agreement"] >= 11 / 12
+    assert report["overall"]["episodes"] == 14 and report["overall"]["judge_errors"] == 0
+    assert report["wrong"]["agreement"] == 1.0 and report["overall"]["agreement"] >= 13 / 14

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 
 import gymnasium as gym
@@ -93,11 +94,73 @@ def test_guards_default_off_and_bad_options_are_clear_errors():
         ({"progress_reward": 0.5}, "progress_reward"),
         ({"progress_reward": True}, "progress_reward"),
         ({"progress_reward": 0.25, "group_judging": "listwise"}, "progress_reward cannot"),
+        ({"judge_threshold": 1.0}, "judge_threshold"),
+        ({"judge_threshold": "auto"}, "judge_threshold"),
+        ({"judge_threshold": True}, "judge_threshold"),
     ):
         with pytest.raises(ValueError, match=message):
             RewardGuards.parse(bad)
     with pytest.raises(ValueError, match="reward_guards must be"):
         gym.make("DreamWeb-v0", reward_guards=[1])
+
+
+# --- the judge's success threshold --------------------------------------------------------------
+
+
+class ProbabilityBackend:
+    """A judge whose every verdict is FAILURE with ``P(SUCCESS)`` = ``probability`` (its verdict token's log-prob)."""
+
+    model_name = "probability"
+
+    def __init__(self, tokenizer, probability: float):
+        self.tokenizer, self.probability = tokenizer, probability
+
+    def generate(self, conversations, params):
+        text = "VERDICT: FAILURE"
+        ids = self.tokenizer.encode(text, add_special_tokens=False)
+        first = next(i for i in range(len(ids)) if len(self.tokenizer.decode(ids[: i + 1])) > text.index("FAILURE"))
+        logprobs = [math.log(1 - self.probability) if i == first else -0.01 for i in range(len(ids))]
+        return [Generation(text, [1], ids, logprobs) for _ in conversations]
+
+
+def test_a_success_threshold_pays_a_likely_success_and_the_objective_check_still_vetoes_it():
+    from transformers import AutoTokenizer
+
+    from dynaweb_env.models import resolve_model
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model("smollm2-135m"))
+    page = "RootWebArea 'Click Button Task'\n\t[13] button 'ONE'\n\t[14] button 'TWO'"
+    goal, url = 'Click on the "ONE" button.', "file:///click-button.html"
+    done = JudgeRequest(goal, (JudgeStep("click [13]", target="[13] button 'ONE'"),), url, page)
+    wrong = JudgeRequest(goal, (JudgeStep("click [14]", target="[14] button 'TWO'"),), url, page)
+    backend = ProbabilityBackend(tokenizer, 0.45)
+    (word,) = TrajectoryJudge(backend, prompt_style="compact").judge([done])
+    assert word.reward == 0.0 and word.success_probability == pytest.approx(0.45, abs=0.01)
+    lenient = TrajectoryJudge(backend, prompt_style="compact", objective_check=True, success_threshold=0.4)
+    paid, vetoed = lenient.judge([done, wrong])
+    assert paid.reward == 1.0 and not paid.unmet
+    assert vetoed.reward == 0.0 and vetoed.unmet  # the wrong button: the check withholds it at any threshold
+    (unsure,) = TrajectoryJudge(ProbabilityBackend(tokenizer, 0.3), success_threshold=0.4).judge([done])
+    assert unsure.reward == 0.0
+    (bare,) = TrajectoryJudge(GuardBackend(("FAILURE",)), success_threshold=0.01).judge([done])
+    assert bare.reward == 0.0  # no log-probs: the verdict word
+    for bad in (0, 1, 1.5, "0.4", True):
+        with pytest.raises(ValueError, match="success_threshold"):
+            TrajectoryJudge(backend, success_threshold=bad)
+
+
+def test_the_default_dream_pays_at_the_threshold_recorded_beside_its_judge():
+    from dynaweb_env.envs.dream_guards import judge_threshold_for
+    from dynaweb_env.models import model_success_threshold
+
+    assert model_success_threshold(TRAINED_JUDGE) == 0.4 and model_success_threshold("smollm2-135m-judge") is None
+    assert judge_threshold_for(RewardGuards(), TRAINED_JUDGE) == 0.4
+    assert judge_threshold_for(RewardGuards(objective_check=False), TRAINED_JUDGE) is None  # chosen with the check
+    assert judge_threshold_for(RewardGuards(judge_threshold=None), TRAINED_JUDGE) is None  # the verdict word
+    assert judge_threshold_for(RewardGuards(judge_threshold=0.3), "smollm2-135m-judge") == 0.3
+    assert gym.make("DreamWeb-v0").unwrapped.dynamics.judge.success_threshold == 0.4
+    word = gym.make("DreamWeb-v0", reward_guards={"judge_threshold": None}).unwrapped.dynamics.judge
+    assert word.success_threshold is None
 
 
 # --- judge self-consistency ---------------------------------------------------------------------

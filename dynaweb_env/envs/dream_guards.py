@@ -3,19 +3,26 @@
 A dream's reward is only as good as the world model that draws its pages and the judge that reads
 them. Measured on replayed dreams (``benchmarks/dream_rewards.py``), both err in ways a policy learns
 to exploit: the world model declares a half-done form finished and the judge calls it SUCCESS. Each
-guard below is an option of ``DreamWeb-v0`` (``reward_guards={...}``); all but the objective check are off by
-default, and which to turn on is to be chosen by measurement (``benchmarks/dream_rewards.py --guards ...``,
-``benchmarks/default_rewards.py --env-kwargs ...``).
+guard below is an option of ``DreamWeb-v0`` (``reward_guards={...}``); all but the objective check and the judge's
+recorded threshold are off by default, and which to turn on is to be chosen by measurement
+(``benchmarks/dream_rewards.py --guards ...``, ``benchmarks/default_rewards.py --env-kwargs ...``).
 
 - **Objective check** (``objective_check``, on by default): a SUCCESS whose trajectory left an explicit requirement
   of the objective undone (a quoted text typed nowhere, a checkbox the objective names unchecked, a button, link,
   tab or menu item it names never acted on, a date or list of values it names not on the page, an icon clicked
-  outside the row the objective names:
+  outside the row the objective names, an item clicked whose text the objective does not name:
   :func:`~dynaweb_env.world_model.grounding.unmet_objective`) earns 0, with ``info["objective_unmet"]``. On the
   held-out pages of ``benchmarks/default_rewards.py`` the trained judge paid a Submit on an unfilled form on 6 of 24
   tasks; the check withholds those. On every shipped real trajectory
-  (``python -m benchmarks.objective_check``) it flags 163 of 273 failures and 8 of 2,534 successes.
+  (``python -m benchmarks.objective_check``) it flags 171 of 273 failures and 8 of 2,534 successes.
 
+- **The judge's success threshold** (``judge_threshold``, the judge's recorded one by default): a verdict pays where
+  the judge's ``P(SUCCESS)`` reaches the threshold (``TrajectoryJudge(success_threshold=...)``), not only where
+  its verdict word says SUCCESS. ``"recorded"`` is the threshold chosen for a trained judge and recorded beside it
+  (:func:`~dynaweb_env.models.model_success_threshold`: 0.4 for ``smollm2-135m-judge-dagger``), applied only with
+  the objective check, which it was chosen with: on held-out real and dreamed cases (``python
+  benchmarks/judge_threshold.py``) it pays more real successes while the check still refuses the wrong actions.
+  ``None`` is the verdict word.
 - **Judge self-consistency** (``judge_votes=K``): the judge samples ``K`` verdicts and abstains
   unless all agree; an abstention earns reward 0 and ``info["judge_abstained"] = True``, so a
   trainer can also drop the dream.
@@ -69,9 +76,12 @@ from typing import TYPE_CHECKING, Any
 
 from ..world_model.grounding import objective_progress
 from ..world_model.group_judge import GROUP_JUDGING_MODES, judge_groups, request_from_dict
-from ..world_model.judge import JudgeRequest, JudgeVerdict, TrajectoryJudge
+from ..world_model.judge import JudgeRequest, JudgeVerdict, TrajectoryJudge, check_success_threshold
 from ..world_model.model import WebWorldModel, WorldModelRequest
 from ..world_model.parsing import WorldModelPrediction
+
+#: ``RewardGuards.judge_threshold``'s default: the threshold recorded beside a trained judge.
+RECORDED_THRESHOLD = "recorded"
 
 if TYPE_CHECKING:
     from .dream_episode import DreamEpisode
@@ -106,6 +116,9 @@ class RewardGuards:
         objective_check: Withhold a SUCCESS that leaves an explicit requirement of the objective undone (default on).
         progress_reward: What an unpaid judged dream earns per unit of objective progress, in ``[0, 0.5)``
             (``0``: nothing).
+        judge_threshold: Pay a verdict whose ``P(SUCCESS)`` reaches this, in ``(0, 1)``; ``None``: the verdict word;
+            ``"recorded"`` (default): the threshold recorded beside a trained judge, with ``objective_check`` only
+            (:func:`judge_threshold_for`).
     """
 
     judge_votes: int = 1
@@ -121,6 +134,7 @@ class RewardGuards:
     world_model_retries: int = 0
     objective_check: bool = True
     progress_reward: float = 0.0
+    judge_threshold: float | str | None = RECORDED_THRESHOLD
 
     def __post_init__(self) -> None:
         for name in ("judge_votes", "world_model_samples"):
@@ -153,6 +167,7 @@ class RewardGuards:
             raise ValueError(
                 f"reward_guards.progress_reward must be in [0, 0.5) (a paid SUCCESS must outrank it), got {weight!r}"
             )
+        check_success_threshold(self.judge_threshold, "reward_guards.judge_threshold", also=RECORDED_THRESHOLD)
         self._check_group_judging()
 
     def _check_group_judging(self) -> None:
@@ -361,22 +376,38 @@ def with_retries(world_model: WebWorldModel, guards: RewardGuards) -> WebWorldMo
     return redrawing
 
 
+def judge_threshold_for(guards: RewardGuards, judge_spec: Any) -> float | None:
+    """The success threshold a judge built from ``judge_spec`` applies under ``guards``: ``judge_threshold`` when a
+    number or ``None``; for ``"recorded"``, the one recorded beside the judge
+    (:func:`~dynaweb_env.models.model_success_threshold`) when ``objective_check`` is on, else ``None``."""
+    if guards.judge_threshold != RECORDED_THRESHOLD:
+        return guards.judge_threshold  # type: ignore[return-value]
+    from ..models import model_success_threshold
+
+    return model_success_threshold(judge_spec) if guards.objective_check else None
+
+
 def with_votes(judge: TrajectoryJudge, guards: RewardGuards) -> TrajectoryJudge:
-    """A ready judge as given, or a copy voting ``guards.judge_votes`` times (when > 1) and checking the objective
-    as ``guards.objective_check`` says."""
-    if guards.judge_votes == 1 and judge.objective_check == guards.objective_check:
+    """A ready judge as given, or a copy voting ``guards.judge_votes`` times (when > 1), checking the objective as
+    ``guards.objective_check`` says and (unless ``"recorded"``: the judge's own) at ``guards.judge_threshold``."""
+    threshold = judge.success_threshold if guards.judge_threshold == RECORDED_THRESHOLD else guards.judge_threshold
+    same = judge.objective_check == guards.objective_check and judge.success_threshold == threshold
+    if guards.judge_votes == 1 and same:
         return judge
     voting = copy.copy(judge)
     if guards.judge_votes > 1:
         voting.votes, voting.vote_temperature = guards.judge_votes, guards.judge_vote_temperature
     voting.objective_check = guards.objective_check
+    voting.success_threshold = threshold  # type: ignore[assignment]
     return voting
 
 
 __all__ = [
     "DISAGREEMENT_SIGNALS",
     "UNCERTAINTY_MODES",
+    "RECORDED_THRESHOLD",
     "RewardGuards",
+    "judge_threshold_for",
     "gate_termination",
     "predict_with_disagreement",
     "request_progress",

@@ -22,7 +22,7 @@ from ..llm.base import GenerationBackend, SamplingParams
 from ..world_model.judge import TrajectoryJudge
 from ..world_model.model import DEFAULT_MAX_AXTREE_CHARS, WebWorldModel
 from .dream_episode import generation_budgets
-from .dream_guards import RewardGuards, with_retries, with_votes
+from .dream_guards import RewardGuards, judge_threshold_for, with_retries, with_votes
 
 if TYPE_CHECKING:
     from .dream import DreamDynamics
@@ -294,6 +294,7 @@ def build_dynamics(
         return TrajectoryJudge(
             judge_backend, sampling=sampling, prompt_style=style, votes=guards.judge_votes,
             vote_temperature=guards.judge_vote_temperature, objective_check=guards.objective_check,
+            success_threshold=judge_threshold_for(guards, judge_backend if judge is None else judge),
         )  # fmt: skip
 
     from .dream import DreamDynamics  # here, not at the top: dream.py imports this module

@@ -16,6 +16,7 @@ weigh for a dream that has not ended (:func:`dynaweb_trainer.planning.score`).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -140,7 +141,10 @@ class Lookahead:
         world_model_temperature: World-model sampling temperature (default ``0``: each candidate's most likely
             next page, so that candidates are compared on the world model's best guess, not on its noise).
         reward_guards: ``DreamWeb-v0``'s reward guards, applied to the dreams (default: its defaults, the objective
-            check). Group judging is not one: the lookahead judges every dream itself, in one call.
+            check, but the verdict word for the judge's threshold: candidates rank by ``P(SUCCESS)``, which a
+            threshold leaves as it is, and the planner's measurements were made so; ``{"judge_threshold":
+            "recorded"}`` applies the judge's). Group judging is not one: the lookahead judges every dream itself,
+            in one call.
         max_new_tokens: World-model token budget (default: the model's own).
         judge_max_new_tokens: Judge token budget (default: the model's own).
 
@@ -164,6 +168,8 @@ class Lookahead:
         from .dream_setup import build_dynamics, generation_budgets
 
         guards = RewardGuards.parse(reward_guards)
+        if reward_guards is None or (isinstance(reward_guards, dict) and "judge_threshold" not in reward_guards):
+            guards = dataclasses.replace(guards, judge_threshold=None)
         if guards.group_judging != "off" or guards.gate_termination:
             raise ValueError("the lookahead judges each dream once at its end: no group_judging or gate_termination")
         # Judging is deferred to score(): every dream of the batch is judged in one call, with log-probs.

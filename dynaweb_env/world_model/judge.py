@@ -299,6 +299,26 @@ def success_probability(generation: Generation, verdict: JudgeVerdict, tokenizer
     return None
 
 
+def check_success_threshold(value: Any, name: str, also: str = "") -> None:
+    """``ValueError`` unless ``value`` is ``None`` or a number in ``(0, 1)`` (or the sentinel ``also``)."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if value is None or (also and value == also) or (number and 0 < value < 1):
+        return
+    allowed = f"{also!r}, None" if also else "None"
+    raise ValueError(f"{name} must be {allowed} or in (0, 1), got {value!r}")
+
+
+def apply_success_threshold(reward: float, probability: float | None, threshold: float | None) -> float:
+    """The reward a verdict pays at a success threshold: ``1.0`` where ``P(SUCCESS) >= threshold``, else ``0.0``.
+
+    ``threshold=None``, or a verdict without a probability (an unreadable one, or a backend without log-probs), keeps
+    the verdict word's ``reward``.
+    """
+    if threshold is None or probability is None:
+        return reward
+    return 1.0 if probability >= threshold else 0.0
+
+
 class TrajectoryJudge:
     """Scores whole trajectories with an LLM, in batches.
 
@@ -317,6 +337,10 @@ class TrajectoryJudge:
         objective_check: Withhold a SUCCESS whose trajectory left one of the objective's explicit requirements
             undone (quoted text typed nowhere, a named checkbox unchecked:
             :func:`~dynaweb_env.world_model.grounding.unmet_objective`): reward 0, :attr:`JudgeVerdict.unmet`.
+        success_threshold: Pay a verdict whose ``P(SUCCESS)`` is at least this (:func:`apply_success_threshold`),
+            before the votes are tallied and the objective check vetoes. ``None`` (default): the verdict word, as
+            generated. A trained judge records the threshold chosen for it
+            (:func:`~dynaweb_env.models.model_success_threshold`; ``benchmarks/judge_threshold.py``).
     """
 
     def __init__(
@@ -328,7 +352,9 @@ class TrajectoryJudge:
         votes: int = 1,
         vote_temperature: float = 0.7,
         objective_check: bool = False,
+        success_threshold: float | None = None,
     ):
+        check_success_threshold(success_threshold, "success_threshold")
         if not callable(getattr(backend, "generate", None)):
             raise ValueError(f"backend must implement GenerationBackend.generate, got {type(backend).__name__}")
         if max_axtree_chars < 0:
@@ -346,6 +372,7 @@ class TrajectoryJudge:
         self.votes = votes
         self.vote_temperature = vote_temperature
         self.objective_check = bool(objective_check)
+        self.success_threshold = None if success_threshold is None else float(success_threshold)
 
     def judge(self, requests: Sequence[JudgeRequest], seed: int | None = None) -> list[JudgeVerdict]:
         """Judge every trajectory with one batched backend call (none for an empty batch).
@@ -376,7 +403,8 @@ class TrajectoryJudge:
             if verdict.error and generation.finish_reason == "length":
                 verdict = dataclasses.replace(verdict, error=verdict.error + " (generation hit the token limit)")
             probability = success_probability(generation, verdict, tokenizer)
-            verdicts.append(dataclasses.replace(verdict, success_probability=probability))
+            reward = apply_success_threshold(verdict.reward, probability, self.success_threshold)
+            verdicts.append(dataclasses.replace(verdict, reward=reward, success_probability=probability))
         if self.votes > 1:
             verdicts = [tally_votes(verdicts[i : i + self.votes]) for i in range(0, len(verdicts), self.votes)]
         if self.objective_check:
@@ -386,7 +414,8 @@ class TrajectoryJudge:
     def __repr__(self) -> str:
         name = getattr(self.backend, "model_name", type(self.backend).__name__)
         check = ", objective_check=True" if self.objective_check else ""
-        return f"TrajectoryJudge({name!r}, prompt_style={self.prompt_style!r}, votes={self.votes}{check})"
+        threshold = "" if self.success_threshold is None else f", success_threshold={self.success_threshold}"
+        return f"TrajectoryJudge({name!r}, prompt_style={self.prompt_style!r}, votes={self.votes}{check}{threshold})"
 
 
 def check_objective(request: JudgeRequest, verdict: JudgeVerdict) -> JudgeVerdict:
@@ -433,6 +462,8 @@ __all__ = [
     "JudgeVerdict",
     "JUDGE_TARGETS",
     "TrajectoryJudge",
+    "apply_success_threshold",
+    "check_success_threshold",
     "build_judge_messages",
     "check_objective",
     "judge_system_prompt",
