@@ -209,6 +209,45 @@ def test_unmet_objective_finds_an_icon_clicked_outside_the_row_the_objective_nam
     assert unmet_objective("Click the star icon.", ["click [17]"], ["[17] image ''"], INBOX, [("", "")]) == []
 
 
+FILE_TREE = "\n".join([
+    "RootWebArea 'Navigate Tree Task', focused",
+    "\t[16] list ''",
+    "\t\t[17] listitem ''", "\t\t\tStaticText 'Marcella'",
+    "\t\t[19] listitem ''", "\t\t\t[20] generic, clickable=True", "\t\t\t[21] generic, clickable=True",
+    "\t\t\t\tStaticText 'Leonie'",
+    "\t\t[33] listitem ''", "\t\t\tStaticText 'Ignacio'",
+])  # fmt: skip
+
+
+def test_unmet_objective_finds_an_item_clicked_whose_text_the_objective_does_not_name():
+    from dynaweb_env.observation import action_target, target_text_and_row
+    from dynaweb_env.world_model.grounding import named_texts, unmet_objective
+
+    goal = 'Navigate through the file tree. Find and click on the folder or file named "Marcella".'
+    assert named_texts(FILE_TREE, goal) == [("17", "listitem")]
+
+    def unmet(*elements):
+        actions = [f"click [{element}]" for element in elements]
+        targets = [action_target(action, FILE_TREE) for action in actions]
+        return unmet_objective(goal, actions, targets, FILE_TREE, [target_text_and_row(t, FILE_TREE) for t in targets])
+
+    assert unmet(17) == []  # Marcella
+    assert unmet(21, 17) == []  # a folder opened on the way, then Marcella
+    assert unmet(33) == ["the element acted on last ([33]) shows no text the objective names"]  # Ignacio
+    assert unmet(21) == []  # a folder toggle last: no item of its role (generic) shows a named text, not checked
+    menu = "RootWebArea 'Social'\n\t[106] list ''\n\t\t[110] listitem ''\n\t\t\tStaticText 'Mute @jerald'" + (
+        "\n\t\t[111] listitem ''\n\t\t\tStaticText 'Block @jerald'"
+    )
+    block = 'For the user @jerald, click on the "Block" button.'
+    for element, expected in (
+        ("111", []),
+        ("110", ["the element acted on last ([110]) shows no text the objective names"]),
+    ):
+        target = action_target(f"click [{element}]", menu)
+        shown = [target_text_and_row(target, menu)]
+        assert unmet_objective(block, [f"click [{element}]"], [target], menu, shown) == expected
+
+
 def test_a_dream_that_clicks_the_wrong_row_s_icon_is_not_paid(start_file):
     backend = _Verdicts(page=INBOX)  # the inbox unchanged by any click; the judge says SUCCESS to everything
     inbox = {"task_id": "miniwob.email-inbox-important", "url": "file:///inbox.html", "axtree": INBOX,
@@ -235,6 +274,7 @@ def test_unmet_objective_holds_on_the_shipped_real_trajectories():
     assert flagged["any"]["failure_share"] > 0.25
     assert flagged["named_control"]["failures"] >= 20 and flagged["named_control"]["successes"] <= 1
     assert flagged["named_row"]["failures"] >= 5 and flagged["named_row"]["successes"] == 0
+    assert flagged["named_text"]["failures"] >= 5 and flagged["named_text"]["successes"] == 0
 
 
 def test_the_objective_check_withholds_a_success_by_default(start_file):

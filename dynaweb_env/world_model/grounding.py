@@ -19,7 +19,7 @@ a live site as on MiniWoB++. They are evidence, not a verdict: the judge still d
 element only by description, or need an element it does not name, such as an unnamed text field).
 
 The 135M judge still calls a Submit on an empty form a success when the notes say otherwise (issue 48: 10 of the
-24 wrong actions of ``benchmarks/default_rewards.py`` were paid). :func:`unmet_objective` states seven requirements
+24 wrong actions of ``benchmarks/default_rewards.py`` were paid). :func:`unmet_objective` states eight requirements
 that an objective makes explicit and that a trajectory can be checked against without judgement, for
 ``TrajectoryJudge(objective_check=True)`` (``reward_guards={"objective_check": ...}``) to withhold a SUCCESS that
 leaves one unmet:
@@ -43,9 +43,13 @@ leaves one unmet:
   icon of the same role in a row the objective names (:func:`named_rows`), the icon acted on sits in such a row
   (:func:`row_named_in_objective` of its row, as :func:`~dynaweb_env.observation.target_text_and_row` read it in its
   page). Checked only where each step's ``(text, row)`` is given.
+- **Texts named** (``Find and click on the folder or file named "Marcella"``, ``click on the "Block" button`` for a
+  menu entry ``Block @jerald``): when the last element acted on is unnamed but shows a text (a tree item, a menu
+  entry) and the final page has an element of its role showing a text the objective names (:func:`named_texts`),
+  the one acted on shows such a text (:func:`mentioned_in_objective`). Checked only where ``(text, row)`` is given.
 
 On every shipped real trajectory (both datasets, every split, experts and exploration: ``python -m
-benchmarks.objective_check``) it flags 163 of 273 failures and 8 of 2,534 successes. Seven of those are
+benchmarks.objective_check``) it flags 171 of 273 failures and 8 of 2,534 successes. Seven of those are
 click-checkboxes tasks scored with partial credit (a box left unticked); one is a click-dialog-2 success by
 ``press [Enter]`` on the focused button, which no action targeted. The named-control rule alone flags 73 failures
 and that one success.
@@ -188,6 +192,7 @@ UNMET_WORDING = {
     "date": "is held by no field",
     "values": "is not what the page shows, in order",
     "named_row": "is in no row the objective names",
+    "named_text": "shows no text the objective names",
 }
 #: A date as objectives write it: ``01/03/2016``, ``1/3/16``.
 _DATE = re.compile(r"(?<![\w/])\d{1,2}/\d{1,2}/\d{2,4}(?![\w/])")
@@ -294,6 +299,20 @@ def named_rows(axtree: str, objective: str) -> list[tuple[str, str]]:
     ]
 
 
+def named_texts(axtree: str, objective: str) -> list[tuple[str, str]]:
+    """``(id, role)`` of each of the page's unnamed elements whose shown text the objective names
+    (:func:`mentioned_in_objective`): the tree item ``[17] listitem ''`` showing "Marcella" for "Navigate through
+    the file tree. Find and click on the folder or file named "Marcella"."; the menu entry showing "Block @jerald" for
+    'For the user @jerald, click on the "Block" button.'."""
+    found = []
+    for node in parse_axtree(axtree):
+        if _is_icon(node):
+            text = target_text_and_row(node.line, axtree)[0]
+            if text.strip() and mentioned_in_objective(text, objective):
+                found.append((node.bid, node.role))
+    return found
+
+
 def objective_requirements(
     objective: str,
     actions: Sequence[str],
@@ -377,6 +396,12 @@ def objective_requirements(
             if any(role == node.role for _, role in named_rows(final_axtree, objective)):
                 met = row_named_in_objective(row, objective)
                 requirements.append((f"the icon acted on last ([{node.bid}]) {UNMET_WORDING['named_row']}", met))
+        elif node is not None and _is_icon(node) and text.strip():
+            # An unnamed element read by its text (a tree item, a menu entry), and the final page has one of its
+            # kind showing a text the objective names: the one acted on shows such a text.
+            if any(role == node.role for _, role in named_texts(final_axtree, objective)):
+                met = mentioned_in_objective(text, objective)
+                requirements.append((f"the element acted on last ([{node.bid}]) {UNMET_WORDING['named_text']}", met))
     return requirements
 
 
