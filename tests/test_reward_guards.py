@@ -139,6 +139,7 @@ def test_a_success_threshold_pays_a_likely_success_and_the_objective_check_still
     lenient = TrajectoryJudge(backend, prompt_style="compact", objective_check=True, success_threshold=0.4)
     paid, vetoed = lenient.judge([done, wrong])
     assert paid.reward == 1.0 and not paid.unmet
+    assert paid.reasoning.startswith("P(SUCCESS) 0.45 >= threshold 0.4 (the verdict said FAILURE)")
     assert vetoed.reward == 0.0 and vetoed.unmet  # the wrong button: the check withholds it at any threshold
     (unsure,) = TrajectoryJudge(ProbabilityBackend(tokenizer, 0.3), success_threshold=0.4).judge([done])
     assert unsure.reward == 0.0

@@ -404,6 +404,13 @@ class TrajectoryJudge:
                 verdict = dataclasses.replace(verdict, error=verdict.error + " (generation hit the token limit)")
             probability = success_probability(generation, verdict, tokenizer)
             reward = apply_success_threshold(verdict.reward, probability, self.success_threshold)
+            if reward != verdict.reward:  # say why the reward is not the verdict word's
+                word = "SUCCESS" if verdict.reward >= 0.5 else "FAILURE"
+                relation = ">=" if reward >= 0.5 else "<"
+                note = f"P(SUCCESS) {probability:.2f} {relation} threshold {self.success_threshold}"
+                note += f" (the verdict said {word})"
+                reasoning = f"{note}: {verdict.reasoning}" if verdict.reasoning else note
+                verdict = dataclasses.replace(verdict, reasoning=reasoning)
             verdicts.append(dataclasses.replace(verdict, reward=reward, success_probability=probability))
         if self.votes > 1:
             verdicts = [tally_votes(verdicts[i : i + self.votes]) for i in range(0, len(verdicts), self.votes)]
