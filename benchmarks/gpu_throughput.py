@@ -13,7 +13,8 @@ Sections (``--sections``; on CUDA all three, on a CPU ``generation`` only):
 - ``generation``: world-model, judge and policy prompts (built from the shipped dream start states, with each
   role's own model), greedy, batched (``--batch`` prompts in one call) and single (one call per prompt), through
   every way of decoding: the backend's own loop (``backend_loop``), the backend through ``model.generate``
-  (``backend_generate``; ``backend_generate_compiled`` with a static cache and ``torch.compile``, CUDA only), and
+  (``backend_generate``; ``backend_generate_compiled`` with a static cache and ``torch.compile``, one graph per
+  shape, and ``backend_generate_compiled_dynamic``, one graph for every shape; CUDA only), and
   plain ``model.generate`` on the same left-padded prompts (``plain_generate``, dynamic cache, eager). Each
   reports tokens/s and milliseconds per decoding step (one step = one forward pass of the batch; greedy, so every
   contender decodes the same tokens, which ``same_tokens`` checks). ``default`` names what
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import re
 import statistics
@@ -49,6 +51,7 @@ from benchmarks.env_throughput import TimedBackend, bench_dream, dream_start_sta
 from dynaweb_env.agent import initial_conversation  # noqa: E402
 from dynaweb_env.llm import make_backend  # noqa: E402
 from dynaweb_env.llm.base import SamplingParams  # noqa: E402
+from dynaweb_env.llm.call_plan import compile_shapes  # noqa: E402
 from dynaweb_env.llm.transformers_backend import TransformersBackend, decoding_plan  # noqa: E402
 from dynaweb_env.models import DEFAULT_WORLD_MODEL, TRAINED_JUDGE  # noqa: E402
 from dynaweb_env.world_model.judge import JudgeRequest, JudgeStep, build_judge_messages  # noqa: E402
@@ -57,7 +60,15 @@ from dynaweb_env.world_model.prompts import build_world_model_messages  # noqa: 
 RESULTS = Path(__file__).parent / "results" / "gpu"
 SECTIONS = ("generation", "dreams", "train")
 #: The ways of decoding timed side by side (module docstring); the compiled one runs on CUDA only.
-CONTENDERS = ("backend_loop", "backend_generate", "backend_generate_compiled", "plain_generate")
+CONTENDERS = (
+    "backend_loop",
+    "backend_generate",
+    "backend_generate_compiled",
+    "backend_generate_compiled_dynamic",
+    "plain_generate",
+)
+#: The environment variables that set how a training run decodes on CUDA (recorded with each run).
+DECODING_ENV = ("DYNAWEB_COMPILE_SHAPES", "DYNAWEB_POLICY_COMPILE")
 TINY = "tiny-random"
 #: The models of each role on a GPU (the shipped world model and judge, the embedded policy).
 ROLE_MODELS = {"world_model": DEFAULT_WORLD_MODEL, "judge": TRAINED_JUDGE, "policy": "smollm2-135m"}
@@ -117,8 +128,6 @@ def device_name(device: torch.device) -> str:
     """The accelerator's name, or the CPU's with its core count."""
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    import os
-
     return f"{platform.processor() or platform.machine()} ({len(os.sched_getaffinity(0))} cores)"
 
 
@@ -173,7 +182,9 @@ def contenders(backend: TransformersBackend, names: Sequence[str]) -> dict[str, 
     """The ways of decoding ``names`` that run on this device (module docstring), over ``backend``'s model, greedy."""
     ways = {"backend_loop": {"decoding": "loop"}, "backend_generate": {"decoding": "generate", "compile": False}}
     if backend.device.type == "cuda":
-        ways["backend_generate_compiled"] = {"decoding": "generate", "compile": True}
+        compiled = {"decoding": "generate", "compile": True}
+        ways["backend_generate_compiled"] = compiled | {"compile_shapes": "static"}
+        ways["backend_generate_compiled_dynamic"] = compiled | {"compile_shapes": "dynamic"}
     runs: dict[str, Run] = {}
     for name, options in ways.items():
         if name not in names:
@@ -245,6 +256,8 @@ def bench_generation(args: argparse.Namespace, results: dict, save: Callable[[],
     conversations = role_conversations(args.batch, args.max_axtree_chars)
     default, compiled = decoding_plan(args.device)
     default_name = "backend_loop" if default == "loop" else "backend_generate" + ("_compiled" if compiled else "")
+    if compiled and compile_shapes() == "dynamic":
+        default_name += "_dynamic"
     results.update(default=default_name, roles={})
     for role in args.roles:  # in the order asked: a lease cut short keeps the first
         role_conversations_ = conversations[role]
@@ -302,11 +315,13 @@ def train_update(extra: list[str], steps: int, dry_run: bool) -> dict:
         "train_seconds",
         "update_seconds",
         "policy_tokens_per_s",
+        "rollout_seconds",
         "dream_steps",
-        "episodes",
+        "policy_episodes",
         "success_rate_last",
     )
-    return {"argv": " ".join(argv).replace(directory, "<tmp>"), "wall_seconds": wall} | {
+    env = {name: os.environ.get(name) for name in DECODING_ENV}
+    return {"argv": " ".join(argv).replace(directory, "<tmp>"), "env": env, "wall_seconds": wall} | {
         k: summary.get(k) for k in keep
     }
 

@@ -37,7 +37,8 @@ def environment_reward(
     ``env/wm_format_error_rate`` (malformed world-model outputs per dream step), ``env/judge_error_rate`` (dreams
     whose judge gave no verdict: no ``VERDICT`` line, the token limit, a backend failure; their reward 0 is no
     verdict),
-    ``rollout/policy_tokens_per_s``, ``rollout/env_steps_per_s`` and ``rollout/seconds``; with ``dream_resamples``,
+    ``rollout/policy_tokens_per_s``, ``rollout/env_steps_per_s``, ``rollout/seconds`` and its parts
+    ``rollout/policy_seconds`` (generation) and ``rollout/env_seconds`` (steps and resets); with ``dream_resamples``,
     ``env/dream_groups_redreamed`` (flat dream groups dreamed again, all attempts) and ``env/dream_groups_resampled``
     (those replaced by a draw whose rewards differ).
     """
@@ -70,6 +71,8 @@ def environment_reward(
             if stats.get("wall_seconds"):
                 log_metric("rollout/env_steps_per_s", stats["env_steps_per_second"])
                 log_metric("rollout/seconds", stats["wall_seconds"])
+                log_metric("rollout/policy_seconds", stats.get("generate_seconds", 0.0))
+                log_metric("rollout/env_seconds", stats.get("step_seconds", 0.0) + stats.get("reset_seconds", 0.0))
             if stats.get("dream_resamples"):
                 log_metric("env/dream_groups_redreamed", stats["dream_resamples"])
                 log_metric("env/dream_groups_resampled", stats["dream_groups_resampled"])

@@ -208,6 +208,16 @@ class DynaWebTrainer(PerTokenLogpsOverride, GRPOTrainer):
             "dream_steps": mean("env/dream_steps", history),
             "wm_format_error_rate": mean("env/wm_format_error_rate", history),
             "policy_tokens_per_s": mean("rollout/policy_tokens_per_s", history),
+            # each logged update's rollout: all of it, the policy's generation, and the envs' steps and resets
+            # (in a dream: the world model and the judge)
+            "rollout_seconds": {
+                part: [round(entry[key], 3) for entry in history if key in entry]
+                for part, key in (
+                    ("all", "rollout/seconds"),
+                    ("policy", "rollout/policy_seconds"),
+                    ("env", "rollout/env_seconds"),
+                )
+            },  # fmt: skip
             # the policy's episodes in the training batches (dreams, real pages), not the expert replays beside them;
             # restored on resume, like the step counts
             "policy_episodes": counter.episodes,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,6 +16,21 @@ from dynaweb_env.llm.base import Generation, SamplingParams
 #: measured: its LoRA weights change after every optimizer step and the model flips between train and eval, which
 #: the frozen world model and judge never do. ``benchmarks/gpu_throughput.py`` times the policy both ways.
 POLICY_COMPILE = False
+#: ``1`` or ``0`` here overrides :data:`POLICY_COMPILE` for a run (how the GPU benchmark times both).
+POLICY_COMPILE_ENV = "DYNAWEB_POLICY_COMPILE"
+
+
+def policy_compile() -> bool:
+    """Whether the trained policy's rollouts compile: ``$DYNAWEB_POLICY_COMPILE`` if set, else
+    :data:`POLICY_COMPILE`.
+
+    Raises:
+        ValueError: If the variable is set to anything but ``0`` or ``1``.
+    """
+    value = os.environ.get(POLICY_COMPILE_ENV, "")
+    if value not in ("", "0", "1"):
+        raise ValueError(f"${POLICY_COMPILE_ENV} must be 0 or 1, got {value!r}")
+    return POLICY_COMPILE if value == "" else value == "1"
 
 
 def require_vllm() -> None:
@@ -72,7 +88,7 @@ def trainer_policy(trainer: Any, max_batch_size: int = 64) -> Iterator[Any]:
     The transformers path unwraps the model the way TRL does for its own generation (DeepSpeed
     ZeRO-3 parameters gathered, gradient checkpointing off) and wraps it, LoRA adapter included, in
     :class:`~dynaweb_env.llm.transformers_backend.TransformersBackend` (its own loop on a CPU, ``model.generate``
-    on a GPU, without ``torch.compile``: :data:`POLICY_COMPILE`).
+    on a GPU, compiled or not as :func:`policy_compile` says).
     """
     from .engine_policy import engine_backend
 
@@ -101,8 +117,8 @@ def trainer_policy(trainer: Any, max_batch_size: int = 64) -> Iterator[Any]:
         if summon is not None:
             stack.enter_context(summon(trainer.model_wrapped, recurse=False))
         yield TransformersBackend(
-            model, tokenizer=trainer.processing_class, max_batch_size=max_batch_size, compile=POLICY_COMPILE
+            model, tokenizer=trainer.processing_class, max_batch_size=max_batch_size, compile=policy_compile()
         )
 
 
-__all__ = ["POLICY_COMPILE", "VLLMPolicy", "require_vllm", "trainer_policy"]
+__all__ = ["POLICY_COMPILE", "POLICY_COMPILE_ENV", "VLLMPolicy", "policy_compile", "require_vllm", "trainer_policy"]

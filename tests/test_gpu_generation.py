@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from dynaweb_env.llm import SamplingParams, make_backend
+from dynaweb_env.llm.call_plan import COMPILE_SHAPES_ENV, compile_shapes
 from dynaweb_env.llm.hf_generate import (
     RepeatedLineStop,
     SamplingLogprobs,
@@ -209,3 +210,20 @@ def test_compiled_config_sizes_the_static_cache():
     assert (config.cache_implementation, config.max_cache_len, config.disable_compile) == ("static", 2048, False)
     eager = generation_config(params, [0], 0, compile=False, cache_tokens=2048)
     assert eager.cache_implementation is None and getattr(eager, "max_cache_len", None) is None
+
+
+def test_compiled_shapes_choose_one_graph_or_one_per_shape(monkeypatch):
+    params = SamplingParams(max_new_tokens=8, temperature=0)
+    for shapes, dynamic in (("dynamic", True), ("static", False)):
+        config = generation_config(params, [0], 0, compile=True, cache_tokens=1024, shapes=shapes)
+        assert config.compile_config.dynamic is dynamic and config.compile_config.mode == "reduce-overhead"
+    assert getattr(generation_config(params, [0], 0, compile=False), "compile_config", None) is None
+    monkeypatch.setenv(COMPILE_SHAPES_ENV, "dynamic")
+    assert compile_shapes() == "dynamic" and compile_shapes("static") == "static"
+    monkeypatch.setenv(COMPILE_SHAPES_ENV, "sometimes")
+    with pytest.raises(ValueError, match="DYNAWEB_COMPILE_SHAPES"):
+        compile_shapes()
+    monkeypatch.delenv(COMPILE_SHAPES_ENV)
+    assert compile_shapes() == "static"
+    with pytest.raises(ValueError, match="compile shapes"):
+        TransformersBackend("tiny-random", compile_shapes="both")

@@ -58,3 +58,38 @@ def test_dry_run_dreams_and_train_updates(gpu_throughput, tmp_path):
         assert run["global_step"] == 1 and run["train_seconds"] > 0
         assert len(run["update_seconds"]) == 1 and 0 < run["update_seconds"][0] <= run["train_seconds"]
     assert "--preset gpu" in results["train"]["preset_gpu"]["argv"]
+    for run in results["train"].values():  # each update's rollout and its parts, from the run's summary
+        parts = run["rollout_seconds"]
+        assert len(parts["all"]) == len(parts["policy"]) == len(parts["env"]) == 1
+        assert parts["policy"][0] + parts["env"][0] <= parts["all"][0] + 1e-3
+
+
+def test_choose_follows_its_rule():
+    from benchmarks.gpu import choose
+
+    def result(static, dynamic, eager, compiled):
+        world_model = {
+            "backend_generate_compiled": {"seconds": static},
+            "backend_generate_compiled_dynamic": {"seconds": dynamic},
+        }
+        policy = {"backend_generate": {"seconds": eager}, "backend_generate_compiled_dynamic": {"seconds": compiled}}
+        roles = {"world_model": {"batched": {"contenders": world_model}}, "policy": {"batched": {"contenders": policy}}}
+        return {"generation": {"roles": roles}}
+
+    lines = choose.choose(result(0.10, 0.12, 1.0, 0.4))
+    assert "export DYNAWEB_COMPILE_SHAPES=dynamic" in lines and "export DYNAWEB_POLICY_COMPILE=1" in lines
+    lines = choose.choose(result(0.10, 0.13, 1.0, 1.2))
+    assert "export DYNAWEB_COMPILE_SHAPES=static" in lines and not any("POLICY" in line for line in lines)
+    assert choose.choose({}) == ["# nothing measured to choose from: the code's defaults"]
+
+
+def test_policy_compile_follows_its_variable(monkeypatch):
+    from dynaweb_trainer.trainer_policy import POLICY_COMPILE, POLICY_COMPILE_ENV, policy_compile
+
+    monkeypatch.delenv(POLICY_COMPILE_ENV, raising=False)
+    assert policy_compile() is POLICY_COMPILE
+    monkeypatch.setenv(POLICY_COMPILE_ENV, "1")
+    assert policy_compile() is True
+    monkeypatch.setenv(POLICY_COMPILE_ENV, "yes")
+    with pytest.raises(ValueError, match="DYNAWEB_POLICY_COMPILE"):
+        policy_compile()

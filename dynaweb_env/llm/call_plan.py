@@ -8,6 +8,7 @@ kept between calls; :func:`plan_groups`, which prompts of a CTranslate2 batch de
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -124,10 +125,33 @@ def decoding_plan(device: Any, decoding: str = "auto", compile: bool | None = No
     return decoding, bool(compile) and decoding == "generate"
 
 
+#: How a compiled ``generate`` traces its shapes: ``"dynamic"`` (one graph per model for every batch size and cache
+#: length; CUDA graphs are still recorded per shape) or ``"static"`` (one graph per shape, each compiled anew).
+COMPILE_SHAPES = ("dynamic", "static")
+#: The environment variable that overrides :func:`compile_shapes`'s default (for a whole training run).
+COMPILE_SHAPES_ENV = "DYNAWEB_COMPILE_SHAPES"
+
+
+def compile_shapes(shapes: str | None = None) -> str:
+    """How a compiled call traces its shapes (:data:`COMPILE_SHAPES`): ``shapes`` if given, else
+    ``$DYNAWEB_COMPILE_SHAPES``, else ``"static"``.
+
+    Raises:
+        ValueError: If the choice is not one of :data:`COMPILE_SHAPES`.
+    """
+    choice = shapes or os.environ.get(COMPILE_SHAPES_ENV) or "static"
+    if choice not in COMPILE_SHAPES:
+        raise ValueError(f"compile shapes must be one of {COMPILE_SHAPES}, got {choice!r} (${COMPILE_SHAPES_ENV})")
+    return choice
+
+
 __all__ = [
+    "COMPILE_SHAPES",
+    "COMPILE_SHAPES_ENV",
     "DECODINGS",
     "EXPECTED_NEW_TOKENS",
     "MIN_SHARED_PREFIX",
+    "compile_shapes",
     "decoding_plan",
     "first_turn_length",
     "plan_groups",

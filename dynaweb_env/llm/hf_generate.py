@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 from transformers import (
+    CompileConfig,
     GenerationConfig,
     LogitsProcessor,
     LogitsProcessorList,
@@ -125,11 +126,17 @@ def cache_length(tokens: int, limit: int | None = None) -> int:
 
 
 def generation_config(
-    params: SamplingParams, eos_ids: Sequence[int], pad_id: int, compile: bool, cache_tokens: int | None = None
+    params: SamplingParams,
+    eos_ids: Sequence[int],
+    pad_id: int,
+    compile: bool,
+    cache_tokens: int | None = None,
+    shapes: str = "static",
 ) -> GenerationConfig:
     """The ``GenerationConfig`` of one call: no processor of ``generate``'s own (ours come in order), stop strings,
     and, when ``compile``, a static cache of ``cache_tokens`` positions (:func:`cache_length`) with
-    ``torch.compile``."""
+    ``torch.compile`` (transformers' ``reduce-overhead`` mode, CUDA graphs), its shapes traced as ``shapes``
+    says (:data:`~dynaweb_env.llm.call_plan.COMPILE_SHAPES`)."""
     options: dict[str, Any] = {
         "max_new_tokens": params.max_new_tokens,
         "use_cache": True,  # whatever a gradient-checkpointed training model's config says
@@ -142,6 +149,8 @@ def generation_config(
     }
     if compile and cache_tokens:
         options["max_cache_len"] = cache_tokens
+    if compile:
+        options["compile_config"] = CompileConfig(dynamic=shapes == "dynamic")
     if not params.greedy:  # neutral warpers: ours run after SamplingLogprobs (generate would put its own first)
         options.update(temperature=1.0, top_k=0, top_p=1.0)
     return GenerationConfig(**options)
@@ -158,6 +167,7 @@ def generate_rows(
     pad_id: int,
     compile: bool,
     max_rows: int,
+    compile_shapes: str = "static",
 ) -> list[Generation]:
     """Generate one completion per prompt in one ``model.generate`` call (see the module docstring).
 
@@ -172,6 +182,7 @@ def generate_rows(
         compile: Use a static cache with ``torch.compile``; the batch is then padded to :func:`bucket_rows` rows and
             the cache to :func:`cache_length` positions.
         max_rows: The largest batch (the cap of :func:`bucket_rows`).
+        compile_shapes: When ``compile``, ``"dynamic"`` (one graph for every shape) or ``"static"`` (one per shape).
 
     Returns:
         One :class:`~dynaweb_env.llm.base.Generation` per prompt, in order.
@@ -206,7 +217,7 @@ def generate_rows(
         sequences = model.generate(
             input_ids=input_ids.to(device),
             attention_mask=attention_mask.to(device),
-            generation_config=generation_config(params, eos_ids, pad_id, compile, cache_tokens),
+            generation_config=generation_config(params, eos_ids, pad_id, compile, cache_tokens, compile_shapes),
             logits_processor=processors,
             stopping_criteria=criteria,
             **extra,

@@ -41,7 +41,7 @@ from .base import Conversation, Generation, GenerationBackend, SamplingParams
 BATCH_ROWS = 2
 #: Constructor options that only one of the engines takes.
 ENGINE_ONLY = ("quantization", "threads", "workers")
-TRANSFORMERS_ONLY = ("dtype", "share_prefix", "decoding", "compile", "frozen")
+TRANSFORMERS_ONLY = ("dtype", "share_prefix", "decoding", "compile", "compile_shapes", "frozen")
 
 
 def batch_dtype(device: Any = None) -> str | None:

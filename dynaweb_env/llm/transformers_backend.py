@@ -31,6 +31,7 @@ from .base import (
     validate_conversation,
 )
 from .call_plan import DECODINGS, MIN_SHARED_PREFIX, decoding_plan, first_turn_length, shared_prefix_length
+from .call_plan import compile_shapes as compile_shapes_choice
 
 DEFAULT_MAX_BATCH_SIZE = 16
 
@@ -151,6 +152,8 @@ class TransformersBackend:
             depends on the other rows of its batch) or ``"auto"`` (the loop on a CPU, ``generate`` elsewhere:
             :func:`decoding_plan`).
         compile: On the ``generate`` path, a static KV cache with ``torch.compile``; ``None``: on CUDA only.
+        compile_shapes: How a compiled call traces shapes, ``"dynamic"`` or ``"static"``; ``None``:
+            :func:`~dynaweb_env.llm.call_plan.compile_shapes` (``$DYNAWEB_COMPILE_SHAPES``, else its default).
 
     Example:
         >>> backend = TransformersBackend("tiny-random")
@@ -169,11 +172,13 @@ class TransformersBackend:
         share_prefix: bool = True,
         decoding: str = "auto",
         compile: bool | None = None,
+        compile_shapes: str | None = None,
         frozen: bool | None = None,
     ) -> None:
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
         decoding_plan(torch.device("cpu"), decoding)  # a bad choice fails before a model loads
+        self.compile_shapes = compile_shapes_choice(compile_shapes)
         self.max_batch_size = max_batch_size
         self.share_prefix = share_prefix
         if isinstance(model, (str, os.PathLike)):
@@ -323,6 +328,7 @@ class TransformersBackend:
             pad_id=self.pad_token_id,
             compile=self.compile,
             max_rows=self.max_batch_size,
+            compile_shapes=self.compile_shapes,
         )
 
     def _forward(self, input_ids: torch.Tensor, cache: Any, **kwargs: Any) -> torch.Tensor:
