@@ -91,6 +91,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--new-tokens", type=int, default=128, help="greedy tokens per prompt")
     parser.add_argument("--max-axtree-chars", type=int, default=4000)
     parser.add_argument("--single-prompts", type=int, default=None, help="prompts timed one by one (default: all)")
+    parser.add_argument("--modes", default="batched,single", help="generation: batched, single or both, in order")
     parser.add_argument("--contenders", default=None, help=f"comma-separated, of {CONTENDERS} (default: all)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--dream-tokens", type=int, default=384, help="world-model tokens per dream step")
@@ -116,6 +117,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if set(args.contenders) - set(CONTENDERS) or "plain_generate" not in args.contenders:
         parser.error(f"--contenders {','.join(args.contenders)}: choose from {CONTENDERS}, plain_generate included")
     args.roles, args.train_runs = tuple(args.roles.split(",")), tuple(args.train_runs.split(","))
+    args.modes = tuple(args.modes.split(","))
+    if not args.modes or set(args.modes) - {"batched", "single"}:
+        parser.error(f"--modes {','.join(args.modes)}: choose from batched, single")
     if set(args.roles) - set(ROLE_MODELS) or set(args.train_runs) - set(TRAIN_RUNS):
         parser.error(f"--roles: choose from {tuple(ROLE_MODELS)}; --train-runs: choose from {tuple(TRAIN_RUNS)}")
     args.single_prompts = args.batch if args.single_prompts is None else args.single_prompts
@@ -267,17 +271,18 @@ def bench_generation(args: argparse.Namespace, results: dict, save: Callable[[],
         role_result: dict = {"model": reference, "prompt_tokens": [len(ids) for ids in prompts]}
         runs = contenders(backend, args.contenders)
         single = [[ids] for ids in prompts[: args.single_prompts]]
-        for mode, calls in (("batched", [prompts]), ("single", single)):
+        for mode in args.modes:
+            calls = [prompts] if mode == "batched" else single
             timings = time_contenders(runs, calls, args)
             reference_tokens = timings["plain_generate"]["completions"]
             for timing in timings.values():
                 timing["same_tokens"] = timing.pop("completions") == reference_tokens
             role_result[mode] = {"contenders": timings} | default_over_plain(timings.get(default_name), timings)
+            results["roles"][role] = role_result
+            save()  # batched is kept even if single does not finish (compiling batch size 1 can take minutes)
             print(f"{role:12s} {mode:8s} " + "  ".join(
                 f"{name} {t['tokens_per_s']:7.1f} tok/s {t['ms_per_step'] or float('nan'):6.2f} ms/step"
                 for name, t in timings.items()), flush=True)  # fmt: skip
-        results["roles"][role] = role_result
-        save()  # a role's timings are kept even if a later one does not finish
         del backend, runs
 
 

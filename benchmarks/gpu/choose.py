@@ -11,8 +11,9 @@ The rule, fixed before measuring:
   world-model call, warm, takes more than :data:`DYNAMIC_SLOWDOWN` times the static graph's; ``static`` then. A
   static graph is compiled anew for each (batch size, cache length), 20-60 s each on an H100, which a training run
   meets many times; a dynamic one once per model.
-- **Policy**: compiled when the compiled contender of the chosen shapes decodes the policy's batch faster, warm,
-  than the uncompiled ``generate``; the compile time is not counted (it is paid once per run).
+- **Policy**: compiled when the compiled contender of the chosen shapes (without a world-model measurement, the
+  shapes the runs will use) decodes the policy's batch faster, warm, than the uncompiled ``generate``; the compile
+  time is not counted (it is paid once per run).
 
 Where the section holds no such measurement, nothing is exported and the code's defaults hold.
 """
@@ -47,6 +48,10 @@ def choose(result: dict) -> list[str]:
         shapes = "dynamic" if dynamic else "static"
         lines.append(f"# world model batched: only {shapes} measured -> {shapes}")
         lines.append(f"export DYNAWEB_COMPILE_SHAPES={shapes}")
+    if shapes is None:  # the world model not measured: the shapes the runs will use
+        from dynaweb_env.llm.call_plan import compile_shapes
+
+        shapes = compile_shapes()
     policy = batched(result, "policy")
     compiled = policy.get("backend_generate_compiled" + ("_dynamic" if shapes == "dynamic" else ""), {}).get("seconds")
     eager = policy.get("backend_generate", {}).get("seconds")

@@ -7,17 +7,17 @@
 #
 # Then merge the parts here: python benchmarks/gpu/merge.py OUT_DIR/*.json  ->  results/gpu/<device>.json
 #
-# Sized for a lease of ~9 minutes of commands:
-# 1. generation (200 s): the world model's, the policy's and the judge's prompts, 64 greedy tokens, plain
-#    model.generate against the backend's generate compiled with one graph per shape (static) and with one graph
-#    for every shape (dynamic). The first call of each compiled contender compiles (22-60 s per model and shape on
-#    an H100, 2026-11-28: most of each limit).
-# 2. The compiled path of the runs below is chosen from (1), by the rule in benchmarks/gpu/choose.py: shapes
-#    dynamic unless they decode the world model's batch more than 1.25x slower than static; the trained policy
-#    compiled if its compiled batch beats uncompiled generate.
-# 3. dreams (100 s): 8 dreams of the default env, batched against one by one.
-# 4. train (200 s): 2 updates of the default dynaweb-train --env dream --expert-frac 0.5, then 2 of --preset gpu.
-# A smoke run of the whole script in a minute, on any machine: MEASURE_EXTRA=--dry-run bash benchmarks/gpu/measure.sh
+# Sized for a lease of ~9 minutes of commands, what is still unknown first (the H200 lease of 2026-12-04,
+# results/gpu/nvidia_h200.json, measured the world model's batched generation, the dreams and the default update with
+# the policy uncompiled: 21 s an update, 83-94% of it the policy's uncompiled generation):
+# 1. train (170 s): 3 updates of the default dynaweb-train --env dream --expert-frac 0.5, the trained policy compiled
+#    (DYNAWEB_POLICY_COMPILE=1): does compiling the policy bring an update near 5 s?
+# 2. generation (150 s): the policy's and the judge's prompts, batched only (compiling batch size 1 took the whole
+#    limit of the first H200 lease), 64 greedy tokens: plain model.generate, the backend's generate uncompiled, and
+#    compiled with one graph for every shape (dynamic, the default) and one per shape (static).
+# 3. The policy's compilation for (4) is chosen from (2) by benchmarks/gpu/choose.py's rule (compiled if its
+#    compiled batch decodes faster, warm, than uncompiled generate).
+# 4. train (200 s): 2 updates of --preset gpu (G = 8, 10 steps, dream length 5).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-out}}
 mkdir -p "$out"
@@ -32,8 +32,8 @@ run() {  # seconds, name, arguments of gpu_throughput.py
 }
 python3 -c "import torch, transformers; print(torch.__version__, transformers.__version__, torch.cuda.get_device_name())" \
   2>&1 | tee -a "$log"
-run 200 generation --sections generation --new-tokens 64 --repeats 1 --single-prompts 1 --roles world_model,policy,judge \
-  --contenders backend_generate,backend_generate_compiled,backend_generate_compiled_dynamic,plain_generate
+DYNAWEB_POLICY_COMPILE=1 run 170 train_policy_compiled --sections train --train-runs default --train-steps 3
+run 150 generation --sections generation --new-tokens 64 --repeats 1 --modes batched --roles policy,judge \
+  --contenders backend_generate,backend_generate_compiled_dynamic,backend_generate_compiled,plain_generate
 eval "$(python3 benchmarks/gpu/choose.py "$out/generation.json" 2>&1 | tee -a "$log")"
-run 100 dreams --sections dreams
-run 200 train --sections train --train-steps 2
+run 200 train_preset_gpu --sections train --train-runs preset_gpu --train-steps 2

@@ -6,7 +6,8 @@ Usage (from the project root)::
 
 A part whose process was stopped by its time limit still holds the roles or runs it finished (``complete`` is
 absent); the merged file lists, per part, its command and whether it completed, so a cut section is not mistaken
-for a whole one. The output defaults to ``benchmarks/results/gpu/<device>.json``.
+for a whole one. Training runs of several parts are joined by name, each named with the decoding variables it ran
+under (:func:`run_name`). The output defaults to ``benchmarks/results/gpu/<device>.json``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,13 @@ from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "gpu"
 SECTIONS = ("generation", "dreams", "train")
+
+
+def run_name(name: str, run: dict) -> str:
+    """A training run's name in the merged file: its name, with the decoding variables it ran under, if any set
+    (``default (DYNAWEB_COMPILE_SHAPES=dynamic)``), so that runs of one kind from several parts stay apart."""
+    env = ", ".join(f"{key}={value}" for key, value in sorted((run.get("env") or {}).items()) if value is not None)
+    return f"{name} ({env})" if env else name
 
 
 def merge(parts: Sequence[dict], commit: str, note: str) -> dict:
@@ -36,7 +44,14 @@ def merge(parts: Sequence[dict], commit: str, note: str) -> dict:
     }
     for part in parts:
         for section in SECTIONS:
-            if section in part:
+            if section == "train" and section in part:
+                runs = merged.setdefault("train", {})
+                for name, run in part["train"].items():
+                    key = run_name(name, run)
+                    if key in runs:
+                        raise ValueError(f"two parts hold the training run {key!r}")
+                    runs[key] = run
+            elif section in part:
                 if section in merged:
                     raise ValueError(f"two parts hold the section {section!r}")
                 merged[section] = part[section]

@@ -128,18 +128,24 @@ def decoding_plan(device: Any, decoding: str = "auto", compile: bool | None = No
 #: How a compiled ``generate`` traces its shapes: ``"dynamic"`` (one graph per model for every batch size and cache
 #: length; CUDA graphs are still recorded per shape) or ``"static"`` (one graph per shape, each compiled anew).
 COMPILE_SHAPES = ("dynamic", "static")
+#: The default, by the rule of ``benchmarks/gpu/choose.py`` fixed before measuring (dynamic unless it decodes the
+#: world model's batch more than 1.25x slower, warm). On an H200 (``benchmarks/results/gpu/nvidia_h200.json``):
+#: 8 world-model prompts batched at 695.7 tok/s static, 574.3 dynamic (1.21x), and a default training update
+#: alike either way (21.3 s static, 20.6-26.7 s dynamic); a static graph is compiled anew for each (batch size,
+#: cache length) pair a run meets, 20-60 s each on an H100, a dynamic one once per model.
+DEFAULT_COMPILE_SHAPES = "dynamic"
 #: The environment variable that overrides :func:`compile_shapes`'s default (for a whole training run).
 COMPILE_SHAPES_ENV = "DYNAWEB_COMPILE_SHAPES"
 
 
 def compile_shapes(shapes: str | None = None) -> str:
     """How a compiled call traces its shapes (:data:`COMPILE_SHAPES`): ``shapes`` if given, else
-    ``$DYNAWEB_COMPILE_SHAPES``, else ``"static"``.
+    ``$DYNAWEB_COMPILE_SHAPES``, else :data:`DEFAULT_COMPILE_SHAPES`.
 
     Raises:
         ValueError: If the choice is not one of :data:`COMPILE_SHAPES`.
     """
-    choice = shapes or os.environ.get(COMPILE_SHAPES_ENV) or "static"
+    choice = shapes or os.environ.get(COMPILE_SHAPES_ENV) or DEFAULT_COMPILE_SHAPES
     if choice not in COMPILE_SHAPES:
         raise ValueError(f"compile shapes must be one of {COMPILE_SHAPES}, got {choice!r} (${COMPILE_SHAPES_ENV})")
     return choice
@@ -148,6 +154,7 @@ def compile_shapes(shapes: str | None = None) -> str:
 __all__ = [
     "COMPILE_SHAPES",
     "COMPILE_SHAPES_ENV",
+    "DEFAULT_COMPILE_SHAPES",
     "DECODINGS",
     "EXPECTED_NEW_TOKENS",
     "MIN_SHARED_PREFIX",

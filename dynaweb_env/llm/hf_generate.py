@@ -40,6 +40,7 @@ from transformers import (
 
 from ..compat.torch import allow_compiled_graphs
 from .base import Generation, SamplingParams, cut_at_repeated_line
+from .call_plan import DEFAULT_COMPILE_SHAPES
 
 #: The repeated-line rule decodes the batch every this many tokens (a row may run this many tokens past its
 #: repeated line before it stops; it is cut back to the line exactly).
@@ -131,7 +132,7 @@ def generation_config(
     pad_id: int,
     compile: bool,
     cache_tokens: int | None = None,
-    shapes: str = "static",
+    shapes: str = DEFAULT_COMPILE_SHAPES,
 ) -> GenerationConfig:
     """The ``GenerationConfig`` of one call: no processor of ``generate``'s own (ours come in order), stop strings,
     and, when ``compile``, a static cache of ``cache_tokens`` positions (:func:`cache_length`) with
@@ -167,7 +168,7 @@ def generate_rows(
     pad_id: int,
     compile: bool,
     max_rows: int,
-    compile_shapes: str = "static",
+    compile_shapes: str = DEFAULT_COMPILE_SHAPES,
 ) -> list[Generation]:
     """Generate one completion per prompt in one ``model.generate`` call (see the module docstring).
 
