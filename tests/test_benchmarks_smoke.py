@@ -354,6 +354,15 @@ def test_gpu_merge_joins_the_sections_of_a_cut_lease(tmp_path):
     merged = json.loads(output.read_text())
     assert merged["missing_sections"] == ["dreams"] and merged["train"]["default"]["update_seconds"] == [9.0, 2.0]
     assert [part["complete"] for part in merged["parts"]] == [False, False] and merged["commit"] == "abc1234"
+    dynamic = {"default": {"update_seconds": [8.0], "env": {"DYNAWEB_COMPILE_SHAPES": "dynamic"}}}
+    parts.append(tmp_path / "train_dynamic.json")
+    parts[-1].write_text(json.dumps(head | {"command": "gpu_throughput --sections train", "train": dynamic}))
+    run_main("gpu.merge", [*map(str, parts), "--commit", "abc1234", "--output", str(output)])
+    runs = json.loads(output.read_text())["train"]  # two parts' runs of one name, kept apart by their variables
+    assert sorted(runs) == ["default", "default (DYNAWEB_COMPILE_SHAPES=dynamic)"]
+    with pytest.raises(ValueError, match="two parts hold the training run"):
+        run_main("gpu.merge", [*map(str, parts), str(parts[-1]), "--commit", "abc1234", "--output", str(output)])
+    parts = parts[:2]
     parts[1].write_text(json.dumps(head | {"device": "GPU Y", "command": "c", "train": {}}))
     with pytest.raises(ValueError, match="different devices"):
         run_main("gpu.merge", [*map(str, parts), "--commit", "abc1234", "--output", str(output)])
