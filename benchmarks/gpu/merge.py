@@ -66,7 +66,8 @@ def main(argv: Sequence[str] | None = None) -> Path:
     parser.add_argument("--note", default="", help="what was cut short, and why")
     parser.add_argument("--output", type=Path, default=None)
     args = parser.parse_args(argv)
-    merged = merge([json.loads(path.read_text()) for path in args.parts], args.commit, args.note)
+    parts = [json.loads(path.read_text()) for path in args.parts]
+    merged = {"commands": [part["command"] for part in parts]} | merge(parts, args.commit, args.note)
     slug = re.sub(r"[^a-z0-9]+", "_", merged["device"].lower()).strip("_")
     output = args.output or RESULTS / f"{slug}.json"
     output.parent.mkdir(parents=True, exist_ok=True)
