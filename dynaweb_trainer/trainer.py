@@ -217,7 +217,7 @@ class DynaWebTrainer(PerTokenLogpsOverride, GRPOTrainer):
                     ("policy", "rollout/policy_seconds"),
                     ("env", "rollout/env_seconds"),
                 )
-            },  # fmt: skip
+            },
             # the policy's episodes in the training batches (dreams, real pages), not the expert replays beside them;
             # restored on resume, like the step counts
             "policy_episodes": counter.episodes,
