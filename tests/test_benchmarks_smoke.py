@@ -343,6 +343,19 @@ def test_gpu_throughput_dry_run_on_the_cpu(tmp_path):
     assert output.is_file()
 
 
+def test_gpu_choose_prints_the_exports_of_its_rule(tmp_path, capsys):
+    world_model = {
+        "backend_generate_compiled": {"seconds": 0.10},
+        "backend_generate_compiled_dynamic": {"seconds": 0.2},
+    }
+    generation = {"generation": {"roles": {"world_model": {"batched": {"contenders": world_model}}}}}
+    (tmp_path / "generation.json").write_text(json.dumps(generation))
+    run_main("gpu.choose", [str(tmp_path / "generation.json")])
+    assert "export DYNAWEB_COMPILE_SHAPES=static" in capsys.readouterr().out.splitlines()
+    run_main("gpu.choose", [str(tmp_path / "missing.json")])  # a section that wrote nothing: the code's defaults
+    assert capsys.readouterr().out.startswith("# nothing measured")
+
+
 def test_gpu_merge_joins_the_sections_of_a_cut_lease(tmp_path):
     head = {"device": "GPU X", "device_type": "cuda", "versions": {"torch": "2"}}
     parts = []
