@@ -51,11 +51,12 @@ from benchmarks.env_throughput import TimedBackend, bench_dream, dream_start_sta
 from dynaweb_env.agent import initial_conversation  # noqa: E402
 from dynaweb_env.llm import make_backend  # noqa: E402
 from dynaweb_env.llm.base import SamplingParams  # noqa: E402
-from dynaweb_env.llm.call_plan import compile_shapes  # noqa: E402
+from dynaweb_env.llm.call_plan import COMPILE_SHAPES_ENV, compile_shapes  # noqa: E402
 from dynaweb_env.llm.transformers_backend import TransformersBackend, decoding_plan  # noqa: E402
 from dynaweb_env.models import DEFAULT_WORLD_MODEL, TRAINED_JUDGE  # noqa: E402
 from dynaweb_env.world_model.judge import JudgeRequest, JudgeStep, build_judge_messages  # noqa: E402
 from dynaweb_env.world_model.prompts import build_world_model_messages  # noqa: E402
+from dynaweb_trainer.trainer_policy import POLICY_COMPILE_ENV  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "gpu"
 SECTIONS = ("generation", "dreams", "train")
@@ -68,7 +69,7 @@ CONTENDERS = (
     "plain_generate",
 )
 #: The environment variables that set how a training run decodes on CUDA (recorded with each run).
-DECODING_ENV = ("DYNAWEB_COMPILE_SHAPES", "DYNAWEB_POLICY_COMPILE")
+DECODING_ENV = (COMPILE_SHAPES_ENV, POLICY_COMPILE_ENV)
 TINY = "tiny-random"
 #: The models of each role on a GPU (the shipped world model and judge, the embedded policy).
 ROLE_MODELS = {"world_model": DEFAULT_WORLD_MODEL, "judge": TRAINED_JUDGE, "policy": "smollm2-135m"}

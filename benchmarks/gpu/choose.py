@@ -35,22 +35,19 @@ def batched(result: dict, role: str) -> dict:
 
 def choose(result: dict) -> list[str]:
     """The shell lines of the module docstring's rule."""
+    from dynaweb_env.llm.call_plan import COMPILE_SHAPES_ENV, compile_shapes
+    from dynaweb_trainer.trainer_policy import POLICY_COMPILE_ENV
+
     lines = []
     world_model = batched(result, "world_model")
     static = world_model.get("backend_generate_compiled", {}).get("seconds")
     dynamic = world_model.get("backend_generate_compiled_dynamic", {}).get("seconds")
-    shapes = None
-    if static and dynamic:
-        shapes = "dynamic" if dynamic <= DYNAMIC_SLOWDOWN * static else "static"
-        lines.append(f"# world model batched, warm: static {static:.3f} s, dynamic {dynamic:.3f} s -> {shapes}")
-        lines.append(f"export DYNAWEB_COMPILE_SHAPES={shapes}")
-    elif dynamic or static:
-        shapes = "dynamic" if dynamic else "static"
-        lines.append(f"# world model batched: only {shapes} measured -> {shapes}")
-        lines.append(f"export DYNAWEB_COMPILE_SHAPES={shapes}")
-    if shapes is None:  # the world model not measured: the shapes the runs will use
-        from dynaweb_env.llm.call_plan import compile_shapes
-
+    if static or dynamic:
+        shapes = "dynamic" if dynamic and (not static or dynamic <= DYNAMIC_SLOWDOWN * static) else "static"
+        pairs = (("static", static), ("dynamic", dynamic))
+        timed = ", ".join(f"{name} {value:.3f} s" for name, value in pairs if value)
+        lines += [f"# world model batched, warm: {timed} -> {shapes}", f"export {COMPILE_SHAPES_ENV}={shapes}"]
+    else:  # the world model not measured: the shapes the runs will use
         shapes = compile_shapes()
     policy = batched(result, "policy")
     compiled = policy.get("backend_generate_compiled" + ("_dynamic" if shapes == "dynamic" else ""), {}).get("seconds")
@@ -58,7 +55,7 @@ def choose(result: dict) -> list[str]:
     if compiled and eager:
         flag = int(compiled < eager)
         lines.append(f"# policy batched, warm: compiled {compiled:.3f} s, uncompiled {eager:.3f} s -> {flag}")
-        lines.append(f"export DYNAWEB_POLICY_COMPILE={flag}")
+        lines.append(f"export {POLICY_COMPILE_ENV}={flag}")
     return lines or ["# nothing measured to choose from: the code's defaults"]
 
 
