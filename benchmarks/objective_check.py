@@ -32,6 +32,7 @@ from dynaweb_env.data.schema import Trajectory
 from dynaweb_env.data.shipped import ALL_TASKS_DATA_DIR, LARGE_DATA_DIR
 from dynaweb_env.observation import action_target, target_text_and_row
 from dynaweb_env.world_model.grounding import objective_requirements, requirement_kind
+from dynaweb_env.world_model.judge_cases import last_acted_page
 
 RESULTS = Path(__file__).resolve().parent / "results" / "judge" / "objective_check.json"
 DATASETS = {"miniwob-all": ALL_TASKS_DATA_DIR, "miniwob-large": LARGE_DATA_DIR}
@@ -47,7 +48,7 @@ def check(trajectory: Trajectory) -> list[tuple[str, bool]]:
     targets = [action_target(step.action.strip(), step.axtree) for step in acted]
     shown = [target_text_and_row(target, step.axtree) for target, step in zip(targets, acted, strict=True)]
     final = trajectory.steps[-1].axtree if trajectory.steps else ""
-    return objective_requirements(trajectory.goal, actions, targets, final, shown)
+    return objective_requirements(trajectory.goal, actions, targets, final, shown, last_acted_page(acted))
 
 
 def summarise(trajectories: Sequence[Trajectory]) -> dict[str, Any]:

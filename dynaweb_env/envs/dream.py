@@ -132,6 +132,8 @@ class DreamDynamics:
             if action is None:
                 continue
             episode.steps.append(judge_step(shown, reasoning, episode.axtree))
+            if not action.is_stop:
+                episode.last_action_axtree = episode.axtree
             if action.is_stop:
                 episode.answer = action.arg("answer")
                 terminated[index] = True
@@ -330,6 +332,7 @@ class DreamDynamics:
             final_url=episode.url,
             final_axtree=episode.axtree,
             answer=episode.answer,
+            last_action_axtree=episode.last_action_axtree,
         )
 
 

@@ -31,6 +31,9 @@ class DreamEpisode:
     last_action_error: str = ""
     previous_action: str = ""
     steps: list[JudgeStep] = field(default_factory=list)
+    #: The page the last dreamed action other than ``stop`` was taken on (``""`` before any): what the judge's
+    #: objective check reads where the final page no longer shows what was submitted.
+    last_action_axtree: str = ""
     answer: str | None = None
     num_steps: int = 0
     done: bool = False

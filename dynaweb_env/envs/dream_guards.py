@@ -10,11 +10,11 @@ recorded threshold are off by default, and which to turn on is to be chosen by m
 - **Objective check** (``objective_check``, on by default): a SUCCESS whose trajectory left an explicit requirement
   of the objective undone (a quoted text typed nowhere, a checkbox the objective names unchecked, a button, link,
   tab or menu item it names never acted on, a date or list of values it names not on the page, an icon clicked
-  outside the row the objective names, an item clicked whose text the objective does not name:
-  :func:`~dynaweb_env.world_model.grounding.unmet_objective`) earns 0, with ``info["objective_unmet"]``. On the
-  held-out pages of ``benchmarks/default_rewards.py`` the trained judge paid a Submit on an unfilled form on 6 of 24
-  tasks; the check withholds those. On every shipped real trajectory
-  (``python -m benchmarks.objective_check``) it flags 171 of 273 failures and 8 of 2,534 successes.
+  outside the row the objective names, an item clicked whose text the objective does not name, a time range
+  submitted outside the window it names: :func:`~dynaweb_env.world_model.grounding.unmet_objective`) earns 0,
+  with ``info["objective_unmet"]``. On the held-out pages of ``benchmarks/default_rewards.py`` the trained judge
+  paid a Submit on an unfilled form on 6 of 24 tasks; the check withholds those. On every shipped real trajectory
+  (``python -m benchmarks.objective_check``) it flags 181 of 273 failures and 8 of 2,534 successes.
 
 - **The judge's success threshold** (``judge_threshold``, the judge's recorded one by default): a verdict pays where
   the judge's ``P(SUCCESS)`` reaches the threshold (``TrajectoryJudge(success_threshold=...)``), not only where

@@ -19,7 +19,7 @@ a live site as on MiniWoB++. They are evidence, not a verdict: the judge still d
 element only by description, or need an element it does not name, such as an unnamed text field).
 
 The 135M judge still calls a Submit on an empty form a success when the notes say otherwise (issue 48: 10 of the
-24 wrong actions of ``benchmarks/default_rewards.py`` were paid). :func:`unmet_objective` states eight requirements
+24 wrong actions of ``benchmarks/default_rewards.py`` were paid). :func:`unmet_objective` states nine requirements
 that an objective makes explicit and that a trajectory can be checked against without judgement, for
 ``TrajectoryJudge(objective_check=True)`` (``reward_guards={"objective_check": ...}``) to withhold a SUCCESS that
 leaves one unmet:
@@ -47,9 +47,12 @@ leaves one unmet:
   menu entry ``Block @jerald``): when the last element acted on is unnamed but shows a text (a tree item, a menu
   entry) and the final page has an element of its role showing a text the objective names (:func:`named_texts`),
   the one acted on shows such a text (:func:`mentioned_in_objective`). Checked only where ``(text, row)`` is given.
+- **Time windows** (``Create a 1 hour event named "Phonecall", between 4PM and 8PM``): a time range shown on the
+  page the last action was taken on, else on the final page (``4:30am to 5am``), fits the window and the length
+  (:mod:`~dynaweb_env.world_model.time_windows`).
 
 On every shipped real trajectory (both datasets, every split, experts and exploration: ``python -m
-benchmarks.objective_check``) it flags 171 of 273 failures and 8 of 2,534 successes. Seven of those are
+benchmarks.objective_check``) it flags 181 of 273 failures and 8 of 2,534 successes. Seven of those are
 click-checkboxes tasks scored with partial credit (a box left unticked); one is a click-dialog-2 success by
 ``press [Enter]`` on the focused button, which no action targeted. The named-control rule alone flags 73 failures
 and that one success.
@@ -63,6 +66,7 @@ from collections.abc import Sequence
 from ..actions import parse_action
 from ..axtree import TEXT_FIELD_ROLES, parse_axtree, parse_axtree_line
 from ..observation import target_text_and_row
+from .time_windows import time_range_requirement
 
 #: The most final-page lines :func:`objective_elements` returns (the rest are in the tree itself).
 MAX_OBJECTIVE_ELEMENTS = 12
@@ -193,6 +197,7 @@ UNMET_WORDING = {
     "values": "is not what the page shows, in order",
     "named_row": "is in no row the objective names",
     "named_text": "shows no text the objective names",
+    "time_range": "does not fit the objective's time window and length",
 }
 #: A date as objectives write it: ``01/03/2016``, ``1/3/16``.
 _DATE = re.compile(r"(?<![\w/])\d{1,2}/\d{1,2}/\d{2,4}(?![\w/])")
@@ -319,6 +324,7 @@ def objective_requirements(
     targets: Sequence[str],
     final_axtree: str,
     shown: Sequence[tuple[str, str]] | None = None,
+    last_page: str = "",
 ) -> list[tuple[str, bool]]:
     """The objective's explicit requirements (see the module docstring), each with whether the trajectory met it.
 
@@ -330,6 +336,8 @@ def objective_requirements(
         shown: For each target, ``(text, row)`` as :func:`~dynaweb_env.observation.target_text_and_row` reads it
             in the page the action was taken on (:attr:`JudgeStep.text`, :attr:`JudgeStep.row`); ``None`` leaves
             out the named-row requirement, which needs them.
+        last_page: The page the last action was taken on (``""``: unknown), where a time range is read before the
+            final page (:mod:`~dynaweb_env.world_model.time_windows`: a saved event may show no time).
 
     Returns:
         ``(requirement, met)`` pairs, the requirement worded as it reads when unmet; ``[]`` when the objective
@@ -402,6 +410,9 @@ def objective_requirements(
             if any(role == node.role for _, role in named_texts(final_axtree, objective)):
                 met = mentioned_in_objective(text, objective)
                 requirements.append((f"the element acted on last ([{node.bid}]) {UNMET_WORDING['named_text']}", met))
+    if (timed := time_range_requirement(objective, [last_page, final_axtree])) is not None:
+        described, met = timed
+        requirements.append((f"the time range shown ({described}) {UNMET_WORDING['time_range']}", met))
     return requirements
 
 
@@ -411,10 +422,11 @@ def unmet_objective(
     targets: Sequence[str],
     final_axtree: str,
     shown: Sequence[tuple[str, str]] | None = None,
+    last_page: str = "",
 ) -> list[str]:
     """One line per explicit requirement the trajectory left undone (``[]``: none found; that is no proof of
     success). Arguments as :func:`objective_requirements`."""
-    requirements = objective_requirements(objective, actions, targets, final_axtree, shown)
+    requirements = objective_requirements(objective, actions, targets, final_axtree, shown, last_page)
     return [requirement for requirement, met in requirements if not met]
 
 

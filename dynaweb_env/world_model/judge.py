@@ -127,6 +127,9 @@ class JudgeRequest:
         final_url: The URL of the last page.
         final_axtree: The accessibility tree of the last page.
         answer: The ``stop`` answer, or ``None`` if the trajectory ended without ``stop``.
+        last_action_axtree: The page the last action other than ``stop`` was taken on (``""``: unknown), which the
+            objective check reads where the final page no longer shows what was submitted (a saved event's time
+            range).
     """
 
     goal: str
@@ -134,6 +137,7 @@ class JudgeRequest:
     final_url: str = ""
     final_axtree: str = ""
     answer: str | None = None
+    last_action_axtree: str = ""
 
 
 @dataclass(frozen=True)
@@ -433,7 +437,7 @@ def check_objective(request: JudgeRequest, verdict: JudgeVerdict) -> JudgeVerdic
     actions = [step.action for step in request.steps]
     targets = [step.target for step in request.steps]
     shown = [(step.text, step.row) for step in request.steps]
-    unmet = unmet_objective(request.goal, actions, targets, request.final_axtree, shown)
+    unmet = unmet_objective(request.goal, actions, targets, request.final_axtree, shown, request.last_action_axtree)
     if not unmet:
         return verdict
     reasoning = f"SUCCESS withheld: {'; '.join(unmet)} (the judge said: {verdict.reasoning})"

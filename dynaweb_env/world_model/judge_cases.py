@@ -65,6 +65,7 @@ def judge_cases(
                 final.url,
                 final.axtree,
                 answer,
+                last_action_axtree=last_acted_page(steps),
             )
             if not cut:
                 name = trajectory.id
@@ -74,6 +75,19 @@ def judge_cases(
         if early_final and trajectory.success:
             cases += _early_final_cases(trajectory, acted)
     return cases
+
+
+def last_acted_page(steps: Sequence[Step]) -> str:
+    """The page the last action other than ``stop`` was taken on, ``""`` if none
+    (:attr:`~dynaweb_env.world_model.judge.JudgeRequest.last_action_axtree`)."""
+    for step in reversed(steps):
+        try:
+            stop = parse_action(step.action).name == "stop"
+        except ValueError:  # a malformed recorded action still acted on its page
+            stop = False
+        if step.action.strip() and not stop:
+            return step.axtree
+    return ""
 
 
 def _early_final_cases(trajectory: Trajectory, acted: Sequence[Step]) -> list[tuple[JudgeRequest, float, str]]:
@@ -88,9 +102,9 @@ def _early_final_cases(trajectory: Trajectory, acted: Sequence[Step]) -> list[tu
             continue
         steps = [judge_step(s.action, s.reasoning, s.axtree) for s in acted[:count]]
         steps.append(judge_step(final_action, acted[-1].reasoning, page.axtree))
-        request = JudgeRequest(trajectory.goal, tuple(steps), page.url, page.axtree, None)
+        request = JudgeRequest(trajectory.goal, tuple(steps), page.url, page.axtree, None, page.axtree)
         cases.append((request, 0.0, f"{trajectory.id}{EARLY_FINAL_CASE}{count}"))
     return cases
 
 
-__all__ = ["CUT_CASE", "EARLY_FINAL_CASE", "judge_cases"]
+__all__ = ["CUT_CASE", "EARLY_FINAL_CASE", "judge_cases", "last_acted_page"]
