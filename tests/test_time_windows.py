@@ -49,7 +49,7 @@ SAVED = """RootWebArea 'Daily Calendar Task', focused
 CREATE = (["type [140] [Gym] [0]", "click [148]"], ["[140] textbox 'Event name'", "[148] button 'Create'"])
 
 
-def test_times_windows_and_lengths_are_read_as_pages_and_objectives_write_them():
+def test_times_and_windows_and_lengths_are_read_as_pages_and_objectives_write_them():
     assert [parse_time(t) for t in ("12am", "12pm", "4PM", "8:30 pm", "4:75pm", "13pm", "4pm party")] == [
         0, 720, 960, 1230, None, None, None,
     ]  # fmt: skip

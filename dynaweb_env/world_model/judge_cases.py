@@ -82,7 +82,7 @@ def last_acted_page(steps: Sequence[Step]) -> str:
     (:attr:`~dynaweb_env.world_model.judge.JudgeRequest.last_action_axtree`)."""
     for step in reversed(steps):
         try:
-            stop = parse_action(step.action).name == "stop"
+            stop = parse_action(step.action).is_stop
         except ValueError:  # a malformed recorded action still acted on its page
             stop = False
         if step.action.strip() and not stop:
