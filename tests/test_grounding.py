@@ -229,6 +229,51 @@ def test_objective_progress_is_the_share_of_explicit_requirements_met():
     assert typed == pytest.approx(1 / 4)  # typing the quoted text is progress before any box is ticked
 
 
+LOGIN_PAGE = """RootWebArea 'Login User Task', focused
+\t[16] textbox '' value='tora'
+\t[19] textbox '' value='{password}'
+\t[20] button 'Login'"""
+LOGIN_GOAL = 'Enter the username "tora" and the password "C6vT" into the text fields and press login.'
+
+
+def test_progress_reads_quoted_text_in_its_case_and_the_veto_does_not():
+    """A real planning run (benchmarks/results/planning/runs/sft-multistep/K2-d1-seed2.json, login-user seed 114)
+    tied ``type [19] [c6vT]`` with ``type [19] [C6vT]``; MiniWoB++'s login-user compares the password exactly."""
+    steps = (["type [16] [tora] [0]", "type [19] [{}] [0]"], ["[16] textbox ''", "[19] textbox ''"])
+    right = objective_progress(LOGIN_GOAL, [steps[0][0], steps[0][1].format("C6vT")], steps[1], LOGIN_PAGE.format(
+        password="C6vT"))
+    wrong = objective_progress(LOGIN_GOAL, [steps[0][0], steps[0][1].format("c6vT")], steps[1], LOGIN_PAGE.format(
+        password="c6vT"))
+    assert right > wrong  # the Login button is still unclicked in both
+    # The veto stays as loose as before: some sites compare text ignoring case, so a case slip is not withheld.
+    assert not any("C6vT" in unmet for unmet in unmet_objective(
+        LOGIN_GOAL, [steps[0][0], steps[0][1].format("c6vT")], steps[1], LOGIN_PAGE.format(password="c6vT")))
+    # An objective that asks for a case is not typed as quoted: both cases count there.
+    goal = 'Type "KELLY" in all lower case letters in the text field and press Submit.'
+    for typed in ("kelly", "KELLY"):
+        assert objective_progress(goal, [f"type [5] [{typed}] [0]"], ["[5] textbox ''"],
+                                  f"RootWebArea 'Enter Text 2'\n\t[5] textbox '' value='{typed}'") == 1.0
+
+
+@pytest.mark.parametrize("task", ["miniwob.login-user", "miniwob.enter-text-2", "miniwob.enter-password",
+                                  "miniwob.login-user-popup", "miniwob.use-autocomplete"])
+def test_on_real_pages_reading_case_lowers_the_progress_of_no_success(task):
+    """On the shipped real successes, quoted text read in its case gives the same progress as read ignoring case
+    (enter-text-2 asks for a case, so it is read ignoring case there)."""
+    checked = 0
+    for trajectory in read_trajectories("dynaweb_env/data/miniwob-all/test"):
+        if trajectory.task_id != task:
+            continue
+        request, reward, _ = judge_cases([trajectory])[0]
+        if reward != 1.0:
+            continue
+        args = ([s.action for s in request.steps], [s.target for s in request.steps], request.final_axtree)
+        folded = objective_requirements(request.goal, *args)
+        assert objective_progress(request.goal, *args) == pytest.approx(sum(m for _, m in folded) / len(folded))
+        checked += 1
+    assert checked >= 3
+
+
 SEQUENCE_PAGE = """RootWebArea 'Click Button Sequence Task', focused
 \t[12] button 'ONE'
 \t[13] button 'TWO'"""

@@ -74,8 +74,14 @@ MAX_OBJECTIVE_ELEMENTS = 12
 MIN_NAME_CHARS = 2
 
 
-def _normalise(text: str) -> str:
-    return " ".join(text.lower().split())
+#: An objective that asks for a case ("Type "KELLY" in all lower case letters"): its quoted text is not typed as quoted.
+CASE_INSTRUCTION = re.compile(r"\b(?:upper|lower)[\s-]*case\b", re.IGNORECASE)
+
+
+def _normalise(text: str, fold: bool = True) -> str:
+    """``text`` with its spacing squashed and, if ``fold``, lower-cased."""
+    squashed = " ".join(text.split())
+    return squashed.lower() if fold else squashed
 
 
 def named_in_objective(text: str, objective: str) -> bool:
@@ -325,6 +331,7 @@ def objective_requirements(
     final_axtree: str,
     shown: Sequence[tuple[str, str]] | None = None,
     last_page: str = "",
+    exact_case: bool = False,
 ) -> list[tuple[str, bool]]:
     """The objective's explicit requirements (see the module docstring), each with whether the trajectory met it.
 
@@ -338,6 +345,10 @@ def objective_requirements(
             out the named-row requirement, which needs them.
         last_page: The page the last action was taken on (``""``: unknown), where a time range is read before the
             final page (:mod:`~dynaweb_env.world_model.time_windows`: a saved event may show no time).
+        exact_case: Quoted text counts as typed only in the objective's case (``"c6vT"`` does not meet
+            ``"C6vT"``), unless the objective asks for a case (:data:`CASE_INSTRUCTION`). Off for the veto, since
+            some sites compare text ignoring case (MiniWoB++'s daily-calendar, search-engine); on for
+            :func:`objective_progress`, where the quoted case is never the worse one to rank first.
 
     Returns:
         ``(requirement, met)`` pairs, the requirement worded as it reads when unmet; ``[]`` when the objective
@@ -346,6 +357,7 @@ def objective_requirements(
     nodes = parse_axtree(final_axtree)
     acted = [node for node in map(parse_axtree_line, [t for t in targets if t]) if node is not None]
     names = {_normalise(node.name) for node in [*nodes, *acted] if node.bid is not None and node.name.strip()}
+    fold = not exact_case or CASE_INSTRUCTION.search(objective) is not None
     typed = []
     for action in actions:
         try:
@@ -353,15 +365,15 @@ def objective_requirements(
         except ValueError:
             continue
         if parsed.name == "type" and len(parsed.args) > 1:
-            typed.append(_normalise(parsed.args[1]))
+            typed.append(_normalise(parsed.args[1], fold))
     # What the trajectory typed and what the final page's fields hold: where quoted text and dates are looked for.
-    held = typed + [_normalise(node.value or "") for node in nodes if node.role in TEXT_FIELD_ROLES]
+    held = typed + [_normalise(node.value or "", fold) for node in nodes if node.role in TEXT_FIELD_ROLES]
     requirements = []
     if any(node.role in TEXT_FIELD_ROLES for node in [*nodes, *acted]):
-        picked = [_normalise(node.name) for node in acted]  # a picked entry ("El Salvador" for "starts with El S")
+        picked = [_normalise(node.name, fold) for node in acted]  # a picked entry ("El Salvador" for "El S")
         for quoted in quoted_phrases(objective):
-            text = _normalise(quoted)
-            if not text or text in names:
+            text = _normalise(quoted, fold)
+            if not text or _normalise(quoted) in names:
                 continue
             met = any(text in value for value in held) or (
                 len(text) >= MIN_NAME_CHARS and any(text in name for name in picked)  # "b" is in "submit"
@@ -433,11 +445,11 @@ def unmet_objective(
 def objective_progress(
     objective: str, actions: Sequence[str], targets: Sequence[str], final_axtree: str
 ) -> float | None:
-    """The share of the objective's explicit requirements the trajectory met (:func:`objective_requirements`),
-    ``None`` when the objective makes none explicit on this page. A progress signal for a trajectory that has not
-    ended: typing the quoted username is progress on a login form before any Submit. Arguments as
-    :func:`objective_requirements`."""
-    requirements = objective_requirements(objective, actions, targets, final_axtree)
+    """The share of the objective's explicit requirements the trajectory met (:func:`objective_requirements`, quoted
+    text in its case: ``exact_case=True``), ``None`` when the objective makes none explicit on this page. A progress
+    signal for a trajectory that has not ended: typing the quoted username is progress on a login form before any
+    Submit, and typing the password ``"C6vT"`` as ``c6vT`` is not. Arguments as :func:`objective_requirements`."""
+    requirements = objective_requirements(objective, actions, targets, final_axtree, exact_case=True)
     return sum(met for _, met in requirements) / len(requirements) if requirements else None
 
 
@@ -448,6 +460,7 @@ def format_objective_elements(axtree: str, objective: str) -> str:
 
 __all__ = [
     "ACTED_ROLES",
+    "CASE_INSTRUCTION",
     "MAX_OBJECTIVE_ELEMENTS",
     "MIN_NAME_CHARS",
     "ORDINAL_ROLES",
