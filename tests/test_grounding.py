@@ -236,18 +236,18 @@ LOGIN_PAGE = """RootWebArea 'Login User Task', focused
 LOGIN_GOAL = 'Enter the username "tora" and the password "C6vT" into the text fields and press login.'
 
 
+def _login(password: str) -> tuple[list[str], list[str], str]:
+    """``(actions, targets, final page)`` of a login form filled with ``tora`` and ``password``, Login unclicked."""
+    actions = ["type [16] [tora] [0]", f"type [19] [{password}] [0]"]
+    return actions, ["[16] textbox ''", "[19] textbox ''"], LOGIN_PAGE.format(password=password)
+
+
 def test_progress_reads_quoted_text_in_its_case_and_the_veto_does_not():
     """A real planning run (benchmarks/results/planning/runs/sft-multistep/K2-d1-seed2.json, login-user seed 114)
     tied ``type [19] [c6vT]`` with ``type [19] [C6vT]``; MiniWoB++'s login-user compares the password exactly."""
-    steps = (["type [16] [tora] [0]", "type [19] [{}] [0]"], ["[16] textbox ''", "[19] textbox ''"])
-    right = objective_progress(LOGIN_GOAL, [steps[0][0], steps[0][1].format("C6vT")], steps[1], LOGIN_PAGE.format(
-        password="C6vT"))
-    wrong = objective_progress(LOGIN_GOAL, [steps[0][0], steps[0][1].format("c6vT")], steps[1], LOGIN_PAGE.format(
-        password="c6vT"))
-    assert right > wrong  # the Login button is still unclicked in both
+    assert objective_progress(LOGIN_GOAL, *_login("C6vT")) > objective_progress(LOGIN_GOAL, *_login("c6vT"))
     # The veto stays as loose as before: some sites compare text ignoring case, so a case slip is not withheld.
-    assert not any("C6vT" in unmet for unmet in unmet_objective(
-        LOGIN_GOAL, [steps[0][0], steps[0][1].format("c6vT")], steps[1], LOGIN_PAGE.format(password="c6vT")))
+    assert not any("C6vT" in unmet for unmet in unmet_objective(LOGIN_GOAL, *_login("c6vT")))
     # An objective that asks for a case is not typed as quoted: both cases count there.
     goal = 'Type "KELLY" in all lower case letters in the text field and press Submit.'
     for typed in ("kelly", "KELLY"):
@@ -260,11 +260,9 @@ def test_progress_reads_quoted_text_in_its_case_and_the_veto_does_not():
 def test_on_real_pages_reading_case_lowers_the_progress_of_no_success(task):
     """On the shipped real successes, quoted text read in its case gives the same progress as read ignoring case
     (enter-text-2 asks for a case, so it is read ignoring case there)."""
+    trajectories = [t for t in read_trajectories("dynaweb_env/data/miniwob-all/test") if t.task_id == task]
     checked = 0
-    for trajectory in read_trajectories("dynaweb_env/data/miniwob-all/test"):
-        if trajectory.task_id != task:
-            continue
-        request, reward, _ = judge_cases([trajectory])[0]
+    for request, reward, _ in judge_cases(trajectories):
         if reward != 1.0:
             continue
         args = ([s.action for s in request.steps], [s.target for s in request.steps], request.final_axtree)
