@@ -40,8 +40,8 @@ nothing to learn from (``paper_claims_table1_36demos.json``); with 360 it solves
     from the checkpoint's saved step counter; DynaWeb: the world model's data). The JSON's ``criteria``
     give the real-step ratio at which DynaWeb first reaches GSPO's final success.
 
-The judge of dreams is fixed (``--judge``, default the shipped trained judge ``smollm2-135m-judge-dagger``) in
-every DynaWeb run, unlike ``dynaweb-train``'s default (the world model's backend): otherwise the
+The judge of dreams is fixed (``--judge``, default the shipped trained judge of the tasks,
+``smollm2-135m-judge-dagger``, or ``smollm2-135m-judge-all`` for ``--suite long``) in every DynaWeb run: otherwise the
 ``world_model`` experiment would swap the judge together with the world model. The trained judge because
 the prompted 135M model never says SUCCESS (``benchmarks/results/judge/judge_accuracy.json``), which would give
 every dream reward 0 and GSPO no signal from dreams at all.
@@ -75,7 +75,7 @@ interrupted ``dynaweb-train`` resumes from its last checkpoint via ``--resume``,
     # the long suite (9 tasks of 3-16 expert steps) on its own budget (10 steps or the task's own limit,
     # 3000-character trees, pages after the first as edits): results in benchmarks/results/paper_claims/long/
     python benchmarks/paper_claims.py table1 --suite long --seeds 0 1 2 --sft-seed 0 \
-        --world-model smollm2-135m-wm-patch-all --judge smollm2-135m-judge-all
+        --world-model smollm2-135m-wm-patch-all     # the long tasks' default judge: smollm2-135m-judge-all
     nohup python benchmarks/paper_claims.py table1 dream_length expert_frac world_model > runs/claims.log 2>&1 &
     python benchmarks/paper_claims.py table1 --dry-run          # the exact commands, nothing run
     python benchmarks/paper_claims.py table1 --aggregate-only   # JSON + PNG from the runs finished so far
@@ -121,7 +121,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from dynaweb_env.models import TRAINED_JUDGE
+from dynaweb_env.models import ALL_TASKS_JUDGE, TRAINED_JUDGE, default_judge
 from dynaweb_trainer.evaluate import TASK_SUITES
 
 if not __package__:  # run as a file, not with -m: import `benchmarks` from the repository root
@@ -202,7 +202,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="the world_model experiment's untrained arm (default smollm2-135m)",
     )
     parser.add_argument(
-        "--judge", default=TRAINED_JUDGE, help=f"judge of every DynaWeb run (default the shipped {TRAINED_JUDGE})"
+        "--judge",
+        default=None,
+        help=f"judge of every DynaWeb run (default: the shipped trained judge of the tasks, {TRAINED_JUDGE}, or "
+        f"{ALL_TASKS_JUDGE} where a task is one it never trained on, e.g. --suite long)",
     )
     parser.add_argument(
         "--reward-guards",
@@ -301,14 +304,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def make_context(args: argparse.Namespace) -> Context:
+    tasks = list(args.tasks or TASK_SUITES[args.suite or "small"])
     return Context(
         budget=apply_overrides(BUDGETS[args.budget or SUITE_BUDGETS.get(args.suite, "small")], args.set),
         seeds=list(dict.fromkeys(args.seeds)),
         policy=args.policy,
         world_model=args.world_model,
         untrained_world_model=args.untrained_world_model,
-        judge=args.judge,
-        tasks=list(args.tasks or TASK_SUITES[args.suite or "small"]),
+        judge=args.judge or default_judge(tasks),
+        tasks=tasks,
         runs_dir=args.runs_dir.resolve(),
         skip_eval=args.skip_eval,
         demonstrations=parse_demonstrations(args.demonstrations),
@@ -368,7 +372,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.suite and args.tasks:
             raise ValueError("give --suite or --tasks, not both")
-        if args.model_data == "demonstrations" and (args.world_model or args.judge != TRAINED_JUDGE):
+        if args.model_data == "demonstrations" and (args.world_model or args.judge is not None):
             raise ValueError("--model-data demonstrations trains both models: no --world-model or --judge")
         if args.judge_near_misses and args.model_data != "demonstrations":
             raise ValueError("--judge-near-misses trains the judge of --model-data demonstrations: give both")

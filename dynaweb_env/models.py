@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from .shipped_models import (  # noqa: F401  (re-exported: the names every caller imports from here)
+    ALL_TASKS_JUDGE,
     DEFAULT_JUDGE,
     DEFAULT_WORLD_MODEL,
     DEFAULT_WORLD_MODELS,
@@ -53,6 +54,7 @@ from .shipped_models import (  # noqa: F401  (re-exported: the names every calle
     TRAINING_WORLD_MODEL,
     WORLD_MODEL_INFO_FILE,
     ShippedAdapter,
+    default_judge,
     model_prompt_style,
     model_success_threshold,
     world_model_output_mode,

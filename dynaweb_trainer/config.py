@@ -18,7 +18,6 @@ from trl import GRPOConfig
 
 from dynaweb_env.agent import PAGE_HISTORIES, PAGE_HISTORY_HELP, check_page_history
 from dynaweb_env.data.tasks import expand_tasks
-from dynaweb_env.models import DEFAULT_JUDGE
 
 from .sft_base import LoraSettings
 
@@ -54,8 +53,11 @@ class DreamEnvSettings:
         default=None, metadata={"help": "World-model output: tree or patch (default: the world model's own)."}
     )
     judge: str | None = field(
-        default=DEFAULT_JUDGE,
-        metadata={"help": "Judge backend spec (default: the shipped trained judge; 'world_model': the world model's)."},
+        default=None,
+        metadata={
+            "help": "Judge backend spec (default: the shipped trained judge of the tasks; 'world_model': the world "
+            "model's)."
+        },
     )
     world_model_temperature: float = field(default=0.7, metadata={"help": "World-model temperature (Table 3: 0.7)."})
     world_model_max_new_tokens: int = field(default=768, metadata={"help": "Token budget of one WM prediction."})
@@ -180,10 +182,11 @@ class GSPOConfig(GRPOConfig, DreamEnvSettings, LoraSettings):
         world_model_output_mode (`str` or `None`, *optional*, defaults to `None`):
             `"tree"` (the paper's full next tree) or `"patch"` (edits of the current tree); `None` is the
             world model's recorded mode (`"patch"` when no world model is named), else `"tree"`.
-        judge (`str` or `None`, *optional*, defaults to `"smollm2-135m-judge-dagger"`):
-            Judge backend spec; the default is the shipped trained judge (`dynaweb_env.models.DEFAULT_JUDGE`, also
-            what `None` means). `"world_model"` reuses the world model's backend (the paper's setting: one LLM),
-            which writes no verdict on most dreams.
+        judge (`str` or `None`, *optional*, defaults to `None`):
+            Judge backend spec; `None` is DreamWeb-v0's default, the shipped trained judge of the dreamed tasks
+            (`dynaweb_env.models.default_judge`: `"smollm2-135m-judge-dagger"`, or `"smollm2-135m-judge-all"` when a
+            task is one the first never trained on, e.g. the long tasks). `"world_model"` reuses the world model's
+            backend (the paper's setting: one LLM), which writes no verdict on most dreams.
         world_model_temperature (`float`, *optional*, defaults to `0.7`):
             World-model sampling temperature (Table 3).
         world_model_max_new_tokens (`int`, *optional*, defaults to `768`):

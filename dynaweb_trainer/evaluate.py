@@ -106,7 +106,7 @@ class EvalConfig:
         plan_world_model (`str`, *optional*):
             World model that dreams the candidates (default: DreamWeb-v0's, the shipped one).
         plan_judge (`str`, *optional*):
-            Judge that scores the dreams (default: DreamWeb-v0's, the shipped trained judge).
+            Judge that scores the dreams (default: DreamWeb-v0's, the shipped trained judge of `tasks`).
         plan_progress_weight (`float`, *optional*, defaults to `0.5`):
             A dream that has not ended scores at least this times its objective progress
             ([`~dynaweb_trainer.planning.score`]); `0`: the judge's probability alone. The default is the measured
@@ -414,7 +414,8 @@ def make_planner(config: EvalConfig, policy: Any, encoder: Any) -> Any:
     from .planning import PlanningPolicy
 
     # Loaded before any page opens: MiniWoB++'s episode clock would run while the models load.
-    lookahead = Lookahead(config.plan_world_model, config.plan_judge, depth=config.plan_depth).load()
+    lookahead = Lookahead(config.plan_world_model, config.plan_judge, depth=config.plan_depth, tasks=config.tasks)
+    lookahead.load()
     return PlanningPolicy(
         policy, encoder, lookahead, config.plan, proposal_temperature=config.plan_temperature,
         progress_weight=config.plan_progress_weight,

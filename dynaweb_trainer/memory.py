@@ -185,13 +185,17 @@ def estimate_training_memory(args: Any) -> MemoryEstimate:
         estimate.parts["update"] = policy.parameters * UPDATE_BYTES_PER_PARAMETER
         estimate.parts["activations"] = micro_batch * tokens * unit * ACTIVATION_BYTES_PER_TOKEN_UNIT[checkpointing]
     if args.environment in ("dream", "mix"):
+        from dynaweb_env.models import DEFAULT_JUDGE
+
         bytes_per = FROZEN_BYTES_PER_PARAMETER["cuda" if on_gpu else "cpu"]
         world_model = getattr(args, "world_model", None)
         judge = getattr(args, "judge", None)
         if not str(world_model or "").startswith(("openai:", "vllm:")):
             estimate.parts["world model"] = model_shape(world_model).parameters * bytes_per
-        if judge not in (None, "world_model") and judge != world_model and not str(judge).startswith("openai:"):
-            estimate.parts["judge"] = model_shape(judge).parameters * bytes_per
+        own_judge = judge not in ("world_model", "world-model") and judge != world_model
+        if own_judge and not str(judge).startswith("openai:"):
+            # None: DreamWeb-v0's default, a shipped trained judge (every one the same shape)
+            estimate.parts["judge"] = model_shape(judge or DEFAULT_JUDGE).parameters * bytes_per
     if args.environment in ("real", "mix"):
         browsers = args.num_envs or args.per_device_train_batch_size * args.gradient_accumulation_steps
         estimate.parts["browsers"] = browsers * BROWSER_BYTES

@@ -13,11 +13,20 @@ import pytest
 import dynaweb_env  # noqa: F401  (registers the envs)
 from dynaweb_env.data.shipped import LARGE_DATA_DIR
 from dynaweb_env.data.start_states import load_start_states
+from dynaweb_env.data.tasks import TASK_SUITES
 from dynaweb_env.envs.dream import DreamWebEnv
 from dynaweb_env.envs.dream_setup import WORLD_MODEL_JUDGE, build_dynamics, resolve_judge
 from dynaweb_env.llm import make_backend
 from dynaweb_env.llm.base import Generation
-from dynaweb_env.models import DEFAULT_JUDGE, DEFAULT_WORLD_MODEL, TRAINED_JUDGE, model_prompt_style
+from dynaweb_env.models import (
+    ALL_TASKS_JUDGE,
+    DEFAULT_JUDGE,
+    DEFAULT_WORLD_MODEL,
+    TRAINED_JUDGE,
+    default_judge,
+    model_prompt_style,
+)
+from dynaweb_env.shipped_models import trained_judge_tasks
 
 TREE = "RootWebArea 'Click Button Task', focused\n\t[13] button 'ONE'\n\t[14] button 'TWO'"
 
@@ -35,7 +44,7 @@ def test_every_host_defaults_to_the_trained_judge(monkeypatch):
     from dynaweb_trainer.config import GSPOConfig
     from dynaweb_trainer.dream_demo import DreamDemoConfig
 
-    assert GSPOConfig(output_dir="/tmp/unused").judge == DEFAULT_JUDGE
+    assert GSPOConfig(output_dir="/tmp/unused").judge is None  # DreamWeb-v0's default for the run's tasks
     assert DreamDemoConfig().judge == DEFAULT_JUDGE
     # gym.make, make_vec and every integration (they call gym.make without a judge): the judge is built from
     # DEFAULT_JUDGE, prompted in its own style. The backend is recorded instead of loaded (the specs are the point).
@@ -46,6 +55,39 @@ def test_every_host_defaults_to_the_trained_judge(monkeypatch):
         assert built[-1] == DEFAULT_JUDGE and judge.prompt_style == model_prompt_style(DEFAULT_JUDGE) == "grounded"
     assert build_dynamics(None, "world_model", 3, 0.7, 16, 16, 100).judge.backend is not None
     assert built[-1] == DEFAULT_WORLD_MODEL  # "world_model": the world model's backend judges
+
+
+def test_the_default_judge_is_the_trained_judge_of_the_tasks():
+    """Long tasks (which the DAgger judge never trained on, 0.84 on their 122 held-out cases) get the all-tasks
+    judge (0.96, ``benchmarks/results/judge/judge_dagger_long_time_rule.json``); the 24 tasks keep the DAgger one."""
+    assert default_judge(None) == default_judge(TASK_SUITES["small"]) == default_judge(TASK_SUITES["multistep"])
+    assert default_judge(None) == DEFAULT_JUDGE and set(TASK_SUITES["multistep"]) <= trained_judge_tasks()
+    assert default_judge(TASK_SUITES["long"]) == ALL_TASKS_JUDGE
+    assert default_judge(["miniwob.click-button", "miniwob.book-flight"]) == ALL_TASKS_JUDGE  # one unseen task
+    assert resolve_judge(None, ["miniwob.use-slider-2"]) == ALL_TASKS_JUDGE
+    assert resolve_judge("smollm2-135m-judge", ["miniwob.use-slider-2"]) == "smollm2-135m-judge"  # named: kept
+
+
+def test_dreams_and_lookahead_of_long_tasks_load_the_all_tasks_judge(monkeypatch):
+    from dynaweb_env.data.shipped import ALL_TASKS_DATA_DIR
+    from dynaweb_env.envs.lookahead import Lookahead
+
+    built = []
+    monkeypatch.setattr("dynaweb_env.llm.make_backend", lambda spec, **kw: built.append(spec) or _Verdicts())
+    start_states = str(ALL_TASKS_DATA_DIR / "test")
+    env = gym.make("DreamWeb-v0", start_states=start_states, tasks=["miniwob.book-flight"]).unwrapped
+    assert env.dynamics.judge.prompt_style == "grounded" and built[-1] == ALL_TASKS_JUDGE
+    _ = gym.make("DreamWeb-v0", start_states=start_states, tasks=["miniwob.click-button"]).unwrapped.dynamics.judge
+    assert built[-1] == DEFAULT_JUDGE
+    _ = Lookahead(tasks=["miniwob.choose-date"]).dynamics.judge
+    assert built[-1] == ALL_TASKS_JUDGE
+    _ = Lookahead().dynamics.judge
+    assert built[-1] == DEFAULT_JUDGE
+    # RealWeb-v0's lookahead guard plans on its env's task (no browser starts before reset)
+    guard = gym.make("RealWeb-v0", task="miniwob.book-flight", lookahead_guard=True)
+    _ = guard.get_wrapper_attr("lookahead").dynamics.judge
+    assert built[-1] == ALL_TASKS_JUDGE
+    guard.close()
 
 
 # --- an honest judged --------------------------------------------------------------------------------------

@@ -251,12 +251,27 @@ def test_progress_reads_quoted_text_in_its_case_and_the_veto_does_not():
     # An objective that asks for a case is not typed as quoted: both cases count there.
     goal = 'Type "KELLY" in all lower case letters in the text field and press Submit.'
     for typed in ("kelly", "KELLY"):
-        assert objective_progress(goal, [f"type [5] [{typed}] [0]"], ["[5] textbox ''"],
-                                  f"RootWebArea 'Enter Text 2'\n\t[5] textbox '' value='{typed}'") == 1.0
+        assert (
+            objective_progress(
+                goal,
+                [f"type [5] [{typed}] [0]"],
+                ["[5] textbox ''"],
+                f"RootWebArea 'Enter Text 2'\n\t[5] textbox '' value='{typed}'",
+            )
+            == 1.0
+        )
 
 
-@pytest.mark.parametrize("task", ["miniwob.login-user", "miniwob.enter-text-2", "miniwob.enter-password",
-                                  "miniwob.login-user-popup", "miniwob.use-autocomplete"])
+@pytest.mark.parametrize(
+    "task",
+    [
+        "miniwob.login-user",
+        "miniwob.enter-text-2",
+        "miniwob.enter-password",
+        "miniwob.login-user-popup",
+        "miniwob.use-autocomplete",
+    ],
+)
 def test_on_real_pages_reading_case_lowers_the_progress_of_no_success(task):
     """On the shipped real successes, quoted text read in its case gives the same progress as read ignoring case
     (enter-text-2 asks for a case, so it is read ignoring case there)."""

@@ -17,7 +17,7 @@ from safetensors.torch import load_file
 from transformers import TrainerCallback
 
 from dynaweb_env.data.io import iter_trajectories
-from dynaweb_env.models import TRAINED_JUDGE, TRAINING_WORLD_MODEL
+from dynaweb_env.models import TRAINING_WORLD_MODEL
 from dynaweb_trainer.cli import parse_train_args, train_main
 from dynaweb_trainer.config import GSPOConfig, available_presets
 from dynaweb_trainer.identity_env import TASK_ID, expert_trajectory, make_click_button_vector_env
@@ -40,7 +40,7 @@ def test_presets_config_file_and_flags_layer(tmp_path):
     assert {"cpu-small", "gpu", "paper"} <= set(available_presets())
     default = parse_train_args([])
     assert (default.policy, default.use_peft, default.environment) == ("smollm2-135m", True, "dream")
-    assert default.judge == TRAINED_JUDGE  # the preset's YAML names the shipped trained judge
+    assert default.judge is None  # DreamWeb-v0's default: the shipped trained judge of the tasks (models.default_judge)
     paper = parse_train_args(["--preset", "paper"])
     assert (paper.num_generations, paper.learning_rate, paper.temperature, paper.top_p) == (8, 1e-6, 0.7, 0.9)
     assert (paper.agent_max_steps, paper.dream_length, paper.expert_frac, paper.beta) == (10, 5, 0.5, 0.0)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -110,13 +110,14 @@ class DreamSettings:
         Raises:
             ValueError: If an argument is out of range, a spec is malformed, or a task is unknown.
         """
+        states = load_task_start_states(self.start_states, self.tasks, self.include_intermediate)
         budgets = generation_budgets(self.world_model, self.judge, self.max_new_tokens, self.judge_max_new_tokens)
         dynamics = build_dynamics(
             self.world_model, self.judge, self.dream_length, self.world_model_temperature, *budgets,
-            self.max_axtree_chars, self.output_mode, self.reward_guards,
+            self.max_axtree_chars, self.output_mode, self.reward_guards, tasks={state.task_id for state in states},
         )  # fmt: skip
         dynamics.action_set = self.action_set
-        return dynamics, load_task_start_states(self.start_states, self.tasks, self.include_intermediate)
+        return dynamics, states
 
 
 def takes_dream_settings(init: Callable) -> Callable:
@@ -175,14 +176,17 @@ def resolve_world_model(
 
 def resolve_judge(
     judge: str | dict | GenerationBackend | TrajectoryJudge | None,
+    tasks: Iterable[str] | None = None,
 ) -> str | dict | GenerationBackend | TrajectoryJudge | None:
-    """The judge a dream env uses, given what the user named: ``None`` is
-    :data:`~dynaweb_env.models.DEFAULT_JUDGE` (the shipped trained judge); :data:`WORLD_MODEL_JUDGE`
-    (``"world_model"``, also spelled ``"world-model"``) gives ``None``: the world model's backend judges."""
-    from ..models import DEFAULT_JUDGE
+    """The judge a dream env of ``tasks`` uses, given what the user named: ``None`` is the shipped trained judge of
+    those tasks (:func:`~dynaweb_env.models.default_judge`: ``"smollm2-135m-judge-dagger"``, or
+    ``"smollm2-135m-judge-all"`` when a task is one the first never trained on, e.g. the long tasks);
+    :data:`WORLD_MODEL_JUDGE` (``"world_model"``, also spelled ``"world-model"``) gives ``None``: the world model's
+    backend judges."""
+    from ..models import default_judge
 
     if judge is None:
-        return DEFAULT_JUDGE
+        return default_judge(tasks)
     if isinstance(judge, str) and judge.strip().replace("-", "_") == WORLD_MODEL_JUDGE:
         return None
     return judge
@@ -242,19 +246,21 @@ def build_dynamics(
     max_axtree_chars: int,
     output_mode: str | None = None,
     reward_guards: RewardGuards | dict | None = None,
+    tasks: Iterable[str] | None = None,
 ) -> DreamDynamics:
     """A :class:`DreamDynamics` whose models are built from these specs on first use (cheap to call).
 
     Every argument is checked now (``ValueError`` for an out-of-range value or a malformed spec), not
     at the first step; both dream envs build their dynamics here. A model named by a spec is prompted
-    in the style it was trained on (:func:`~dynaweb_env.models.model_prompt_style`).
+    in the style it was trained on (:func:`~dynaweb_env.models.model_prompt_style`). ``tasks`` (the task ids
+    dreamed) choose the judge when none is named (:func:`resolve_judge`).
     """
     from ..llm import parse_backend_spec  # light: no torch until a backend is built
     from ..models import model_prompt_style
 
     validate_dream_kwargs(dream_length, max_new_tokens, judge_max_new_tokens, world_model_temperature, max_axtree_chars)
     world_model, output_mode = resolve_world_model(world_model, output_mode)
-    judge = resolve_judge(judge)
+    judge = resolve_judge(judge, tasks)
     guards = RewardGuards.parse(reward_guards)
 
     for spec in (world_model, judge):

@@ -136,7 +136,7 @@ class Lookahead:
 
     Args:
         world_model: The world model (as ``DreamWeb-v0``'s ``world_model``; default: the shipped one).
-        judge: The judge (as ``DreamWeb-v0``'s ``judge``; default: the shipped trained judge).
+        judge: The judge (as ``DreamWeb-v0``'s ``judge``; default: the shipped trained judge of ``tasks``).
         depth: Most dream steps from the real page (the planner's ``d``; the guard's 1).
         world_model_temperature: World-model sampling temperature (default ``0``: each candidate's most likely
             next page, so that candidates are compared on the world model's best guess, not on its noise).
@@ -147,6 +147,8 @@ class Lookahead:
             in one call.
         max_new_tokens: World-model token budget (default: the model's own).
         judge_max_new_tokens: Judge token budget (default: the model's own).
+        tasks: The task ids planned on, which choose the judge when none is named (as ``DreamWeb-v0``'s start
+            states do: :func:`~dynaweb_env.models.default_judge`; ``None``: the shipped start states' tasks).
 
     Raises:
         ValueError: If an argument is out of range or a model spec is malformed (checked now; models load on first
@@ -162,6 +164,7 @@ class Lookahead:
         reward_guards: Any = None,
         max_new_tokens: int | None = None,
         judge_max_new_tokens: int | None = None,
+        tasks: Any = None,
     ):
         from ..world_model.model import DEFAULT_MAX_AXTREE_CHARS
         from .dream_guards import RewardGuards
@@ -176,8 +179,9 @@ class Lookahead:
         deferred = {**guards.to_dict(), "group_judging": "listwise"}
         budgets = generation_budgets(world_model, judge, max_new_tokens, judge_max_new_tokens)
         self.dynamics = build_dynamics(
-            world_model, judge, depth, world_model_temperature, *budgets, DEFAULT_MAX_AXTREE_CHARS, None, deferred
-        )
+            world_model, judge, depth, world_model_temperature, *budgets, DEFAULT_MAX_AXTREE_CHARS, None, deferred,
+            tasks=tasks,
+        )  # fmt: skip
         self.depth = depth
         self.cost = LookaheadCost()
         # Every call of the world model's and the judge's backends is counted; the models still load on first use.

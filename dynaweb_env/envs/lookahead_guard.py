@@ -62,12 +62,15 @@ class LookaheadGuard(gym.Wrapper):
 
     def __init__(self, env: gym.Env, lookahead: Lookahead | Mapping[str, Any] | bool = True, threshold: float = 0.5):
         super().__init__(env)
+        # The env's tasks choose the judge when none is named, as DreamWeb-v0's start states do.
+        task = getattr(env.unwrapped, "task", None)
+        tasks = getattr(env.unwrapped, "tasks", None) or ([task] if isinstance(task, str) else None)
         if isinstance(lookahead, Mapping):
             options = dict(lookahead)
             threshold = float(options.pop("threshold", threshold))
-            lookahead = Lookahead(**{"depth": 1, **options})
+            lookahead = Lookahead(**{"depth": 1, "tasks": tasks, **options})
         elif lookahead is True:
-            lookahead = Lookahead(depth=1)
+            lookahead = Lookahead(depth=1, tasks=tasks)
         if not isinstance(lookahead, Lookahead):
             raise ValueError(f"lookahead_guard must be True, a dict of its arguments or a Lookahead, got {lookahead!r}")
         if not 0 <= threshold <= 1:
