@@ -113,7 +113,8 @@ def test_train_dream_end_to_end(tmp_path):
     assert _lora_b_nonzero(tmp_path / "run")
     # Every slot of both updates is on disk; a dream carries the judge's reasoning and its start state.
     episodes = list(iter_trajectories(tmp_path / "run" / "episodes.jsonl", on_error="raise"))
-    assert sorted(episode.metadata["global_step"] for episode in episodes) == [0] * 4 + [1] * 4
+    slots = 4 * parse_train_args([]).gradient_accumulation_steps  # per_device_train_batch_size x the preset's
+    assert sorted(episode.metadata["global_step"] for episode in episodes) == [0] * slots + [1] * slots
     dreams = [episode for episode in episodes if episode.source == "dream"]
     assert dreams and {episode.source for episode in episodes} == {"dream", "expert"}
     assert all("judge_reasoning" in dream.metadata and len(dream.steps) >= 2 for dream in dreams)
