@@ -148,7 +148,9 @@ class EvalConfig:
     plan_depth: int = field(default=1, metadata={"help": "Dream steps per candidate when planning."})
     plan_temperature: float = field(default=1.0, metadata={"help": "Sampling temperature of extra candidates."})
     plan_world_model: str | None = field(default=None, metadata={"help": "World model of planning (default: shipped)."})
-    plan_judge: str | None = field(default=None, metadata={"help": "Judge of planning (default: the trained one)."})
+    plan_judge: str | None = field(
+        default=None, metadata={"help": "Judge of planning (default: the trained judge of the tasks)."}
+    )
     plan_progress_weight: float = field(
         default=0.5, metadata={"help": "Score floor of an unfinished dream per unit of objective progress (0: off)."}
     )
