@@ -192,9 +192,9 @@ def estimate_training_memory(args: Any) -> MemoryEstimate:
         judge = getattr(args, "judge", None)
         if not str(world_model or "").startswith(("openai:", "vllm:")):
             estimate.parts["world model"] = model_shape(world_model).parameters * bytes_per
-        own_judge = judge not in ("world_model", "world-model") and judge != world_model
+        # None: DreamWeb-v0's default, a shipped trained judge of its own (every one the same shape)
+        own_judge = judge is None or (judge not in ("world_model", "world-model") and judge != world_model)
         if own_judge and not str(judge).startswith("openai:"):
-            # None: DreamWeb-v0's default, a shipped trained judge (every one the same shape)
             estimate.parts["judge"] = model_shape(judge or DEFAULT_JUDGE).parameters * bytes_per
     if args.environment in ("real", "mix"):
         browsers = args.num_envs or args.per_device_train_batch_size * args.gradient_accumulation_steps

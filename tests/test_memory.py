@@ -27,6 +27,10 @@ def test_default_run_is_estimated_to_fit_a_laptop():
     estimate = estimate_training_memory(args)
     assert estimate.micro_batch == 1
     assert 2 * GIB < estimate.total < 8 * GIB, estimate.describe()
+    # The judge is left to DreamWeb-v0 (None): still a model of its own, counted; the world model's judging is not.
+    assert args.judge is None and estimate.parts["judge"] > 0
+    by_world_model = parse_train_args(["--env", "dream", "--judge", "world_model"])
+    assert "judge" not in estimate_training_memory(by_world_model).parts
 
 
 def test_estimate_grows_with_what_a_micro_batch_holds():
