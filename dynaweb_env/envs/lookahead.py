@@ -164,7 +164,7 @@ class Lookahead:
         reward_guards: Any = None,
         max_new_tokens: int | None = None,
         judge_max_new_tokens: int | None = None,
-        tasks: Any = None,
+        tasks: Sequence[str] | None = None,
     ):
         from ..world_model.model import DEFAULT_MAX_AXTREE_CHARS
         from .dream_guards import RewardGuards
