@@ -206,7 +206,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--per-task", type=int, default=10, help="Held-out pages per task (10 x 9 tasks = 90).")
     parser.add_argument("--run-seeds", nargs="+", type=int, default=[0, 1, 2], help="Sampling seeds of planning.")
     parser.add_argument("--world-model", default=None, help="World model of planning (default: the shipped one).")
-    parser.add_argument("--judge", default=None, help="Judge of planning (default: the shipped trained judge).")
+    parser.add_argument(
+        "--judge", default=None, help="Judge of planning (default: the tasks' judge, dynaweb_env.models.default_judge)."
+    )
     parser.add_argument("--max-steps", type=int, default=5)
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--num-envs", type=int, default=2, help="Browsers in parallel.")
