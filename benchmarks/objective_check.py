@@ -7,7 +7,8 @@ pages) is checked as the judge checks a dream: its actions, the tree line each a
 (:func:`~dynaweb_env.observation.action_target`) and its final page go to
 :func:`~dynaweb_env.world_model.grounding.objective_requirements`. Each requirement is counted by kind (quoted text
 typed, named box checked, named control acted on), so a new rule is chosen by what it costs on real successes.
-No model runs: this takes seconds.
+Each success is also checked cut before its final action, on the page that action was taken on (``cuts``): the
+failure a dream ended too early is, and the judge's ``/cut`` case. No model runs: this takes seconds.
 
 Command::
 
@@ -41,13 +42,17 @@ SPLITS = ("train", "validation", "test")
 MAX_EXAMPLES = 20
 
 
-def check(trajectory: Trajectory) -> list[tuple[str, bool]]:
-    """The objective's requirements on one real trajectory, with whether it met each."""
+def check(trajectory: Trajectory, cut: bool = False) -> list[tuple[str, bool]]:
+    """The objective's requirements on one real trajectory, with whether it met each; with ``cut``, on the
+    trajectory cut before its last action, ending on the page that action was taken on (a failure: the judge's
+    ``/cut`` case, :func:`~dynaweb_env.world_model.judge_cases.judge_cases`)."""
     acted = [step for step in trajectory.steps if step.action.strip()]
+    final = trajectory.steps[-1].axtree if trajectory.steps else ""
+    if cut:
+        acted, final = acted[:-1], acted[-1].axtree
     actions = [step.action.strip() for step in acted]
     targets = [action_target(step.action.strip(), step.axtree) for step in acted]
     shown = [target_text_and_row(target, step.axtree) for target, step in zip(targets, acted, strict=True)]
-    final = trajectory.steps[-1].axtree if trajectory.steps else ""
     return objective_requirements(trajectory.goal, actions, targets, final, shown, last_acted_page(acted))
 
 
@@ -72,6 +77,14 @@ def summarise(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
         if trajectory.success and len(examples) < MAX_EXAMPLES:
             examples.append({"id": trajectory.id, "task_id": trajectory.task_id, "goal": trajectory.goal,
                              "unmet": unmet, "reward": trajectory.reward})  # fmt: skip
+    for trajectory in trajectories:  # each success cut before its final action: a failure to flag
+        if not trajectory.success or not any(step.action.strip() for step in trajectory.steps):
+            continue
+        totals["cut"] += 1
+        unmet = [requirement for requirement, met in check(trajectory, cut=True) if not met]
+        per_task[trajectory.task_id]["cut_flagged" if unmet else "cut"] += 1
+        for kind in {"any", *(requirement_kind(requirement) for requirement in unmet)} if unmet else ():
+            flagged.setdefault(kind, Counter())["cut"] += 1
     return {
         "trajectories": dict(totals),
         "flagged": {
@@ -80,6 +93,8 @@ def summarise(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
                 "failure_share": counts["failure"] / totals["failure"] if totals["failure"] else None,
                 "successes": counts["success"],
                 "success_share": counts["success"] / totals["success"] if totals["success"] else None,
+                "cuts": counts["cut"],
+                "cut_share": counts["cut"] / totals["cut"] if totals["cut"] else None,
             }
             for kind, counts in flagged.items()
         },

@@ -9,6 +9,7 @@ import pytest
 from dynaweb_env.data.io import read_trajectories
 from dynaweb_env.world_model.grounding import (
     MAX_OBJECTIVE_ELEMENTS,
+    first_word,
     mentioned_in_objective,
     named_in_objective,
     objective_dates,
@@ -409,3 +410,41 @@ def test_on_real_pages_the_values_rule_flags_every_use_slider_2_failure_and_no_s
     flagged = _flagged_on_real_pages("miniwob.use-slider-2", *splits)
     assert flagged[1.0, False] >= 10 and flagged[1.0, True] == 0
     assert flagged[0.0, True] >= 5 and flagged[0.0, False] == 0
+
+
+RESULTS_PAGE = """RootWebArea 'Book Flight Task', focused
+\t[40] button 'Search'
+\tStaticText '$388'
+\t[71] button 'Book flight for $388'
+\tStaticText '$412'
+\t[97] button 'Book flight for $412'"""
+
+
+def test_a_control_named_as_the_objective_begins_must_be_acted_on():
+    goal = "Book the shortest one-way flight from: LEB to: RDG on 10/15/2016."
+    assert first_word(goal) == "book" and first_word("OK, go") == "" and first_word("  Submit") == "submit"
+    # A real book-flight cut, paid by the all-tasks judge: the results are shown, no flight was booked.
+    searched = (["click [40]"], ["[40] button 'Search'"])
+    assert unmet_objective(goal, *searched, RESULTS_PAGE) == [
+        "button 'Book flight for $388', named as the objective begins, was never acted on"
+    ]
+    booked = (["click [40]", "click [97]"], ["[40] button 'Search'", "[97] button 'Book flight for $412'"])
+    assert unmet_objective(goal, *booked, RESULTS_PAGE) == []  # which flight is the judge's to read
+    # A page offering no such control (the form before the search) is not checked.
+    assert objective_requirements(goal, [], [], "RootWebArea 'Book Flight Task'\n\t[40] button 'Search'") == []
+    # A control the objective names is checked once, by the named-control rule.
+    assert unmet_objective("Submit the form.", [], [], "RootWebArea 'Form'\n\t[9] button 'Submit'") == [
+        "button 'Submit', which the objective names, was never acted on"
+    ]
+
+
+def test_on_real_pages_the_first_word_rule_flags_every_book_flight_cut_and_no_success():
+    splits = [f"dynaweb_env/data/miniwob-all/{split}" for split in ("train", "validation", "test")]
+    flagged = collections.Counter()
+    for trajectory in (t for path in splits for t in read_trajectories(path) if t.task_id == "miniwob.book-flight"):
+        for request, reward, name in judge_cases([trajectory]):
+            actions, targets = [step.action for step in request.steps], [step.target for step in request.steps]
+            unmet = unmet_objective(request.goal, actions, targets, request.final_axtree)
+            flagged[reward, name.endswith("/cut"), any("named as the objective begins" in line for line in unmet)] += 1
+    assert flagged[1.0, False, False] >= 10 and flagged[1.0, False, True] == 0  # no success flagged
+    assert flagged[0.0, True, True] >= 10  # the cuts (a search, no booking) are

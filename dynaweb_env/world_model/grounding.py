@@ -34,6 +34,8 @@ leaves one unmet:
 - **Dates** (``Select 01/03/2016 as the date and hit submit``), outside quotes, on a final page with a text field:
   the final page holds the date (a field's value or any text), or some ``type`` typed it (a date picker fills its
   field);
+- **A control named as the objective begins** (``Book flight for $388`` for ``Book the shortest one-way flight
+  ...``), not named in it, on the final page: some action targeted a control whose name begins with that word.
 - **Controls named by position** (``Focus into the 2nd input textbox``, ``click the 2nd checkbox``): the final
   page's element of that rank among its controls of that kind (:data:`ORDINAL_ROLES`, page order) was acted on.
 - **Lists of values** (``Set the sliders to the combination [1,6,5]``), on a final page showing at least as many
@@ -55,7 +57,8 @@ On every shipped real trajectory (both datasets, every split, experts and explor
 benchmarks.objective_check``) it flags 181 of 273 failures and 8 of 2,534 successes. Seven of those are
 click-checkboxes tasks scored with partial credit (a box left unticked); one is a click-dialog-2 success by
 ``press [Enter]`` on the focused button, which no action targeted. The named-control rule alone flags 73 failures
-and that one success.
+and that one success. Of the successes cut before their final action, it flags 1,628 of 2,534, 33 of them by the first-word
+rule alone (the book-flight cuts: results shown, no flight booked), which flags no success and no failure.
 """
 
 from __future__ import annotations
@@ -204,6 +207,7 @@ UNMET_WORDING = {
     "named_row": "is in no row the objective names",
     "named_text": "shows no text the objective names",
     "time_range": "does not fit the objective's time window and length",
+    "first_word_control": "named as the objective begins, was never acted on",
 }
 #: A date as objectives write it: ``01/03/2016``, ``1/3/16``.
 _DATE = re.compile(r"(?<![\w/])\d{1,2}/\d{1,2}/\d{2,4}(?![\w/])")
@@ -281,6 +285,17 @@ def ordinal_references(objective: str) -> list[tuple[int, str, frozenset[str]]]:
             phrase = " ".join(match.group(0).split()[1 : nouns[-1] + 3])  # from the ordinal to the noun
             references.append((rank, phrase, ORDINAL_ROLES[following[nouns[-1]]]))
     return references
+
+
+def first_word(text: str) -> str:
+    """The text's first word, in lower case, where it has 3 letters or more (else ``""``): an objective's verb and
+    the control it can name ("Book the shortest one-way flight ..." and the button "Book flight for $388").
+
+    >>> first_word("Book the shortest one-way flight from: LEB to: RDG on 10/15/2016."), first_word("OK")
+    ('book', '')
+    """
+    match = re.match(r"\s*([A-Za-z]{3,})\b", text)
+    return match.group(1).lower() if match else ""
 
 
 def requirement_kind(requirement: str) -> str:
@@ -401,6 +416,18 @@ def objective_requirements(
         elif node.role in ACTED_ROLES:
             met = _normalise(node.name) in acted_names
             requirements.append((f"{node.role} {node.name!r}, {UNMET_WORDING['named_control']}", met))
+    # A control whose name begins as the objective does ("Book flight for $388" for "Book the shortest flight ..."),
+    # not named in it: a page offering one is finished only by acting on one (a MiniWoB++ page ends at that click).
+    verb = first_word(objective)
+    offered = [
+        node
+        for node in nodes
+        if verb and node.bid is not None and node.role in ACTED_ROLES and first_word(node.name) == verb
+    ]
+    if offered and not any((node.role, node.name) in seen for node in offered):
+        met = any(first_word(node.name) == verb for node in acted)
+        control = f"{offered[0].role} {offered[0].name!r}"
+        requirements.append((f"{control}, {UNMET_WORDING['first_word_control']}", met))
     acted_ids = {node.bid for node in acted}
     for rank, phrase, roles in ordinal_references(objective):
         ranked = [node for node in nodes if node.bid is not None and node.role in roles]
