@@ -136,11 +136,16 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
+#: The suffix of a resumable run's work file (``benchmarks.planning``, ``dynaweb eval``), left out of the index.
+PARTIAL = ".partial.jsonl"
+
+
 def render() -> str:
     """The text of ``INDEX.md`` for the files now under ``benchmarks/results/``."""
     commits = last_content_commits()
     dirty = _uncommitted()
-    files = sorted(p for p in RESULTS.rglob("*") if p.is_file() and p != INDEX)
+    # A resumable run's episodes so far (``*.partial.jsonl``) are work in progress, not a result: never committed.
+    files = sorted(p for p in RESULTS.rglob("*") if p.is_file() and p != INDEX and not p.name.endswith(PARTIAL))
     groups: dict[str, list[Path]] = {}
     for path in files:
         parts = path.relative_to(RESULTS).parts
