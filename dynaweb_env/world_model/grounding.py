@@ -19,7 +19,7 @@ a live site as on MiniWoB++. They are evidence, not a verdict: the judge still d
 element only by description, or need an element it does not name, such as an unnamed text field).
 
 The 135M judge still calls a Submit on an empty form a success when the notes say otherwise (issue 48: 10 of the
-24 wrong actions of ``benchmarks/default_rewards.py`` were paid). :func:`unmet_objective` states nine requirements
+24 wrong actions of ``benchmarks/default_rewards.py`` were paid). :func:`unmet_objective` states ten requirements
 that an objective makes explicit and that a trajectory can be checked against without judgement, for
 ``TrajectoryJudge(objective_check=True)`` (``reward_guards={"objective_check": ...}``) to withhold a SUCCESS that
 leaves one unmet:
@@ -57,8 +57,8 @@ On every shipped real trajectory (both datasets, every split, experts and explor
 benchmarks.objective_check``) it flags 181 of 273 failures and 8 of 2,534 successes. Seven of those are
 click-checkboxes tasks scored with partial credit (a box left unticked); one is a click-dialog-2 success by
 ``press [Enter]`` on the focused button, which no action targeted. The named-control rule alone flags 73 failures
-and that one success. Of the successes cut before their final action, it flags 1,628 of 2,534, 33 of them by the first-word
-rule alone (the book-flight cuts: results shown, no flight booked), which flags no success and no failure.
+and that one success. Of the successes cut before their final action it flags 1,628 of 2,534, 33 of them by the
+first-word rule alone (the book-flight cuts: results shown, no flight booked), which flags no success or failure.
 """
 
 from __future__ import annotations
