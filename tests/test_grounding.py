@@ -428,6 +428,9 @@ def test_a_control_named_as_the_objective_begins_must_be_acted_on():
     assert unmet_objective(goal, *searched, RESULTS_PAGE) == [
         "button 'Book flight for $388', named as the objective begins, was never acted on"
     ]
+    # A click on the heading "Book Your One-Way Flight" is no booking: only a control counts.
+    heading = (["click [17]", "click [40]"], ["[17] heading 'Book Your One-Way Flight'", "[40] button 'Search'"])
+    assert unmet_objective(goal, *heading, RESULTS_PAGE) != []
     booked = (["click [40]", "click [97]"], ["[40] button 'Search'", "[97] button 'Book flight for $412'"])
     assert unmet_objective(goal, *booked, RESULTS_PAGE) == []  # which flight is the judge's to read
     # A page offering no such control (the form before the search) is not checked.
@@ -447,4 +450,4 @@ def test_on_real_pages_the_first_word_rule_flags_every_book_flight_cut_and_no_su
             unmet = unmet_objective(request.goal, actions, targets, request.final_axtree)
             flagged[reward, name.endswith("/cut"), any("named as the objective begins" in line for line in unmet)] += 1
     assert flagged[1.0, False, False] >= 10 and flagged[1.0, False, True] == 0  # no success flagged
-    assert flagged[0.0, True, True] >= 10  # the cuts (a search, no booking) are
+    assert flagged[0.0, True, True] >= 10 and flagged[0.0, True, False] == 0  # every cut (a search, no booking)

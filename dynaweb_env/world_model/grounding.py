@@ -35,7 +35,8 @@ leaves one unmet:
   the final page holds the date (a field's value or any text), or some ``type`` typed it (a date picker fills its
   field);
 - **A control named as the objective begins** (``Book flight for $388`` for ``Book the shortest one-way flight
-  ...``), not named in it, on the final page: some action targeted a control whose name begins with that word.
+  ...``), not named in it, on the final page: some action targeted such a control (a heading "Book Your
+  Flight" is not one).
 - **Controls named by position** (``Focus into the 2nd input textbox``, ``click the 2nd checkbox``): the final
   page's element of that rank among its controls of that kind (:data:`ORDINAL_ROLES`, page order) was acted on.
 - **Lists of values** (``Set the sliders to the combination [1,6,5]``), on a final page showing at least as many
@@ -57,8 +58,8 @@ On every shipped real trajectory (both datasets, every split, experts and explor
 benchmarks.objective_check``) it flags 181 of 273 failures and 8 of 2,534 successes. Seven of those are
 click-checkboxes tasks scored with partial credit (a box left unticked); one is a click-dialog-2 success by
 ``press [Enter]`` on the focused button, which no action targeted. The named-control rule alone flags 73 failures
-and that one success. Of the successes cut before their final action it flags 1,628 of 2,534, 33 of them by the
-first-word rule alone (the book-flight cuts: results shown, no flight booked), which flags no success or failure.
+and that one success. Of the successes cut before their final action it flags 1,630 of 2,534, 35 of them by the
+first-word rule alone (every book-flight cut: results shown, no flight booked), which flags no success or failure.
 """
 
 from __future__ import annotations
@@ -425,7 +426,7 @@ def objective_requirements(
         if verb and node.bid is not None and node.role in ACTED_ROLES and first_word(node.name) == verb
     ]
     if offered and not any((node.role, node.name) in seen for node in offered):
-        met = any(first_word(node.name) == verb for node in acted)
+        met = any(node.role in ACTED_ROLES and first_word(node.name) == verb for node in acted)
         control = f"{offered[0].role} {offered[0].name!r}"
         requirements.append((f"{control}, {UNMET_WORDING['first_word_control']}", met))
     acted_ids = {node.bid for node in acted}
