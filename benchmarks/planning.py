@@ -21,6 +21,12 @@ Command::
     python -m benchmarks.planning --policies sft=runs/claims/shared/sft-seed0-4ced405c --arms 0:0 2:1 4:1 2:2 4:2 \\
         --run-seeds 0 1 2
     python -m benchmarks.planning --policies smollm2-135m --arms 0:0 2:1 --tasks miniwob.click-button --per-task 2
+    python -m benchmarks.planning --suite long --policies sft-long=runs/claims/shared/sft-seed0-2adef35d --arms 0:0 2:1
+
+A suite plays on the observation its ``paper_claims`` budget trains and evaluates on (``--suite long``: 10 steps or
+the task's own limit, 3000-character trees, pages after the first as edits), so that the no-planning arm is the
+policy's own evaluation; ``--max-steps``, ``--max-axtree-chars``, ``--page-history`` and ``--max-new-tokens``
+override it. The JSON records it as ``observation``.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.claims.jobs import BUDGETS, SUITE_BUDGETS
 from dynaweb_env.data.shipped import split_of
 from dynaweb_env.data.tasks import TASK_SUITES
 
@@ -118,6 +125,7 @@ def run_arm(
         policy=spec.strip(), tasks=list(args.tasks), seeds=",".join(map(str, args.seed_list)), num_envs=args.num_envs,
         max_steps=args.max_steps, seed=run_seed, output=str(output), plan=k, plan_depth=max(d, 1),
         plan_world_model=args.world_model, plan_judge=args.judge, max_new_tokens=args.max_new_tokens,
+        max_axtree_chars=args.max_axtree_chars, page_history=args.page_history,
     )  # fmt: skip
     if output.is_file():  # finished: read back when run with the same settings (wherever it was written)
         report = json.loads(output.read_text())
@@ -209,8 +217,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--judge", default=None, help="Judge of planning (default: the tasks' judge, dynaweb_env.models.default_judge)."
     )
-    parser.add_argument("--max-steps", type=int, default=5)
-    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument(
+        "--max-steps", type=int, default=None, help="Step limit (default: the suite's paper_claims budget; 5, long 10)."
+    )
+    parser.add_argument("--max-new-tokens", type=int, default=None, help="Policy tokens a turn (default: budget).")
+    parser.add_argument("--max-axtree-chars", type=int, default=None, help="Tree cut (default: the budget's).")
+    parser.add_argument("--page-history", default=None, help="Earlier pages in the prompt (default: the budget's).")
     parser.add_argument("--num-envs", type=int, default=2, help="Browsers in parallel.")
     parser.add_argument("--work", default="runs/planning", help="Per-run eval JSON and partial episode files.")
     parser.add_argument("--output", default=str(RESULTS / "planning.json"))
@@ -223,6 +235,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if args.per_task < 1 or args.num_envs < 1:
         parser.error("--per-task and --num-envs must be >= 1")
     args.tasks = list(args.tasks or TASK_SUITES[args.suite])
+    budget = BUDGETS[SUITE_BUDGETS.get(args.suite, "small")]  # the observation paper_claims trains and evaluates on
+    for name, default in [
+        ("max_steps", budget.agent_max_steps), ("max_new_tokens", budget.max_turn_tokens),
+        ("max_axtree_chars", budget.max_axtree_chars), ("page_history", budget.page_history),
+    ]:  # fmt: skip
+        if getattr(args, name) is None:
+            setattr(args, name, default)
     args.seed_list = held_out_seeds(args.first_seed, args.per_task)
     args.command = shlex.join(["python", "-m", "benchmarks.planning", *(sys.argv[1:] if argv is None else argv)])
 
@@ -263,6 +282,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "episodes_per_run": len(args.tasks) * len(args.seed_list),
         "arms": [f"K{k}:d{d}" for k, d in args.arms],
         "run_seeds": args.run_seeds,
+        "observation": {
+            name: getattr(args, name) for name in ("max_steps", "max_new_tokens", "max_axtree_chars", "page_history")
+        },
         "world_model": args.world_model or "shipped default",
         "judge": args.judge or "shipped default",
         "wall_seconds_this_invocation": round(time.perf_counter() - started, 1),

@@ -457,6 +457,36 @@ def test_planning_runs_a_policy_with_and_without_planning(tmp_path, monkeypatch)
     assert partial["policies"] == report["policies"] and partial["arms"] == ["K0:d0", "K2:d1", "K4:d1"]
 
 
+def test_planning_plays_the_long_suite_on_its_paper_claims_budget(tmp_path):
+    argv = ["--suite", "long", "--policies", "sft=/nowhere", "--arms", "0:0", "2:1", "--run-seeds", "0"]
+    report = run_main(
+        "planning", [*argv, "--work", str(tmp_path), "--aggregate-only", "--output", str(tmp_path / "l.json")]
+    )
+    # the observation the long suite's SFT start was trained and evaluated on (paper_claims' long budget)
+    assert report["observation"] == {
+        "max_steps": 10,
+        "max_new_tokens": 64,
+        "max_axtree_chars": 3000,
+        "page_history": "edits",
+    }
+    assert report["missing_runs"] == ["sft K0:d0 run seed 0", "sft K2:d1 run seed 0"] and len(report["tasks"]) == 9
+    small = run_main(
+        "planning",
+        [
+            "--policies",
+            "x",
+            "--arms",
+            "0:0",
+            "--work",
+            str(tmp_path),
+            "--aggregate-only",
+            "--output",
+            str(tmp_path / "s.json"),
+        ],
+    )
+    assert small["observation"]["max_axtree_chars"] == 1500 and small["observation"]["page_history"] == "full"
+
+
 @pytest.mark.usefixtures("require_browser")
 def test_planning_ranking_scores_and_replays_candidates(tmp_path):
     argv = ["--tasks", "miniwob.click-button", "--seeds-per-task", "1", "--candidates", "3", "--world-model", TINY]
