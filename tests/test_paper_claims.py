@@ -576,3 +576,38 @@ def test_a_fresh_checkout_adds_to_the_committed_results_and_a_skip_eval_run_neve
     skip = ["table1", "--seeds", "0", "--arms", "sft", "--skip-eval", "--dream-starts", "first", *where]
     assert claims.main([*skip, "--aggregate-only"]) == 0  # another configuration, nothing evaluated
     assert output.read_text() == committed and "evaluated none" in capsys.readouterr().out
+
+
+DRIVER = """
+import sys, time
+from pathlib import Path
+from benchmarks.claims.jobs import Job
+from benchmarks.claims.runner import execute
+
+class Sleeper(Job):
+    def argv(self):
+        code = "import os, time; open(os.environ['PIDFILE'], 'w').write(str(os.getpid())); time.sleep(120)"
+        return [sys.executable, "-c", code]
+
+out = Path(sys.argv[1])
+execute(Sleeper("dynaweb-eval", [], out, out / "eval.json"), echo=False)
+"""
+
+
+def test_a_killed_driver_stops_the_tool_it_runs(tmp_path):
+    """SIGTERM to the driver (``kill``, a session's end) stops its tool, which a rerun would otherwise run beside."""
+    import os
+    import signal
+    import time
+
+    pidfile = tmp_path / "tool.pid"
+    env = {**os.environ, "PIDFILE": str(pidfile)}
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER, str(tmp_path / "job")], cwd=ROOT, env=env)
+    deadline = time.monotonic() + 60
+    while not (pidfile.is_file() and pidfile.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    tool = int(pidfile.read_text())
+    driver.send_signal(signal.SIGTERM)
+    assert driver.wait(timeout=30) == 128 + signal.SIGTERM
+    with pytest.raises(ProcessLookupError):  # stopped and reaped by the driver, not left running orphaned
+        os.kill(tool, 0)

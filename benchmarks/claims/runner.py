@@ -6,6 +6,7 @@ import contextlib
 import fcntl
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -72,11 +73,32 @@ def execute(job: Job, echo: bool = True) -> None:
         _execute(job, echo)
 
 
+@contextlib.contextmanager
+def terminate_raises() -> Iterator[None]:
+    """Make SIGTERM (``kill``, a session's end) raise ``SystemExit`` in the driver, as Ctrl-C raises
+    ``KeyboardInterrupt``, so that the tool it runs is stopped with it. By default SIGTERM ends Python at once: the
+    tool ran on orphaned without the job's lock, and a rerun of the same command ran the job a second time beside it,
+    both writing one output directory. Outside the main thread (no handler can be set there) nothing changes."""
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    try:
+        previous = signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _execute(job: Job, echo: bool) -> None:
     log = job.output_dir / f"{job.tool}.log"
     argv = job.argv()
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
-    with open(log, "ab", buffering=0) as handle:  # unbuffered: the log shows a running tool's progress
+    with open(log, "ab", buffering=0) as handle, terminate_raises():  # unbuffered: the log shows the tool's progress
         handle.write(f"\n$ {shlex.join(argv)}\n".encode())
         process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         try:
@@ -87,7 +109,7 @@ def _execute(job: Job, echo: bool) -> None:
                     sys.stdout.buffer.write(chunk)
                     sys.stdout.flush()
         except BaseException:
-            # Interrupted (Ctrl-C, kill): stop the tool too; its last checkpoint is where a rerun resumes.
+            # Interrupted (Ctrl-C, SIGTERM): stop the tool too; its last checkpoint is where a rerun resumes.
             process.terminate()
             process.wait()
             raise
