@@ -275,16 +275,18 @@ def load_policy(
             device = device or ("cuda" if torch.cuda.is_available() else "cpu")
             model, policy_tokenizer, loaded = load_model_and_tokenizer(directory, device=device)
             details["base_model"] = loaded["base_model"]
-            # Loaded for inference alone: its system prompt's KV cache is kept between calls.
+            # Loaded for inference alone: its system prompt's KV cache is kept between calls, and its last prompts.
             backend = TransformersBackend(
-                model, policy_tokenizer, max_batch_size=max_batch_size, model_name=spec, frozen=True
+                model, policy_tokenizer, max_batch_size=max_batch_size, model_name=spec, frozen=True, keep_prompts=True
             )
             return LoadedPolicy(spec, "adapter", policy_tokenizer, GenerationPolicy(backend), details)
-        backend = TransformersBackend(directory, device=device, max_batch_size=max_batch_size, model_name=spec)
+        backend = TransformersBackend(
+            directory, device=device, max_batch_size=max_batch_size, model_name=spec, keep_prompts=True
+        )
         return LoadedPolicy(spec, "model", backend.tokenizer, GenerationPolicy(backend), details)
     options = parse_backend_spec(spec)
     if options["backend"] == "transformers":
-        backend = make_backend(spec, cache=False, device=device, max_batch_size=max_batch_size)
+        backend = make_backend(spec, cache=False, device=device, max_batch_size=max_batch_size, keep_prompts=True)
         return LoadedPolicy(spec, "model", backend.tokenizer, GenerationPolicy(backend), {"model": options["model"]})
     policy_tokenizer = side_tokenizer()
     backend = CompletionIdsBackend(make_backend(spec, cache=False), policy_tokenizer)

@@ -312,6 +312,16 @@ def test_policy_prefill_compares_the_prefill_settings_on_the_same_calls(tmp_path
     assert eval_shape["kept"]["same_tokens_as_none"] and eval_shape["batch"]["same_tokens_as_none"]
 
 
+def test_turn_prefill_replays_long_episodes_with_and_without_kept_prompts(tmp_path):
+    argv = ["--policy", TINY, "--tasks", "miniwob.use-slider-2", "miniwob.form-sequence", "--max-new-tokens", "2"]
+    report = run_main("turn_prefill", [*argv, "--output", str(tmp_path / "t.json")])
+    turns = report["turns_per_episode"]
+    assert report["calls"] == max(turns) and min(turns) >= 2  # both episodes in each call while both run
+    # every turn after an episode's first extends its last prompt; the answers are the same greedy tokens
+    assert report["turns"]["prompts_extended"] == sum(turns) - 2 and report["system"]["prompts_extended"] == 0
+    assert report["same_tokens"]
+
+
 def test_thread_batching_runs_every_mode(tmp_path):
     argv = ["--num-envs", "2", "--steps", "1", "--rounds", "1", "--world-model", TINY, "--judge", TINY]
     argv += ["--max-new-tokens", "2", "--judge-max-new-tokens", "2", "--output", str(tmp_path / "t.json")]

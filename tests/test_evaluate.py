@@ -131,6 +131,7 @@ def test_lora_adapter_directory_loads_on_its_base(tmp_path):
     policy = load_policy(str(tmp_path / "run"))  # a training output dir: its latest checkpoint
     assert policy.kind == "adapter" and policy.details["base_model"] == str(base_path)
     assert policy.policy.backend.prefix_states is not None  # frozen: its system prompt's cache is kept
+    assert policy.policy.backend.prompt_states is not None  # and its last prompts, which its next turns extend
     with torch.no_grad():
         logits = policy.policy.backend.model(input_ids=ids).logits
     assert torch.allclose(logits, expected, atol=1e-4) and not torch.allclose(logits, plain, atol=1e-3)

@@ -274,9 +274,53 @@ def test_smollm2_prefill_strategies_change_nothing(smol, params):
         assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)) < 1e-3
 
 
+def test_a_next_turn_prefills_only_what_extends_the_last_prompt(smol):
+    system = {"role": "system", "content": "You are a web agent. Answer with one action, e.g. click [12]. " * 8}
+    first = [system, {"role": "user", "content": "Page: [12] button 'Submit', [13] textbox 'Name'. Your action?"}]
+    params = SamplingParams(max_new_tokens=6, temperature=0)
+    assert smol.prompt_states is None  # a world model's or judge's prompts extend none: kept for a policy only
+    smol = TransformersBackend(smol.model, smol.tokenizer, frozen=True, keep_prompts=True)  # an evaluated policy
+    [answer] = smol.generate([first], params)
+    later = [*first, {"role": "assistant", "content": answer.text}, {"role": "user", "content": "Edits: [13] 'Ann'."}]
+    hits, rows = smol.prompt_states.hits, smol.prefilled_rows
+    [again] = smol.generate([later], params)
+    assert smol.prompt_states.hits == hits + 1 and smol.prefilled_rows == rows + 1
+    smol.share_prefix = False  # the reference: the whole prompt prefilled, nothing kept or reused
+    try:
+        [reference] = smol.generate([later], params)
+    finally:
+        smol.share_prefix = True
+    assert smol.prompt_states.hits == hits + 1
+    assert again.completion_ids == reference.completion_ids and again.prompt_ids == reference.prompt_ids
+    assert max(abs(x - y) for x, y in zip(again.logprobs, reference.logprobs, strict=True)) < 1e-3
+
+
+def test_prompt_states_keep_within_their_bytes_and_extend_the_longest_prompt():
+    import torch
+
+    from dynaweb_env.llm.kv_cache import GrowingCache, PromptStates
+
+    def cache(length: int) -> GrowingCache:
+        made = GrowingCache()
+        made.update(torch.ones(1, 2, length, 4), torch.ones(1, 2, length, 4), 0)
+        return made
+
+    per_token = 2 * 2 * 4 * 4  # keys and values, 2 heads of 4 floats
+    states = PromptStates(max_bytes=per_token * 10)
+    states.keep([1, 2, 3], cache(3))
+    states.keep([1, 2, 3, 4, 5], cache(5))
+    assert states.longest([1, 2, 3, 4, 5, 6], 0)[0] == 5 and states.longest([1, 2, 3, 9], 0)[0] == 3
+    assert states.longest([1, 2, 3], 0)[0] == 0  # a token must be left to prefill
+    assert states.longest([1, 2, 3, 9], 3)[0] == 0  # no longer than the shared head: nothing gained
+    states.keep([7, 8, 9], cache(3))  # 11 tokens kept > 10: the oldest goes
+    assert states.longest([1, 2, 3, 9], 0)[0] == 0 and states.longest([1, 2, 3, 4, 5, 6], 0)[0] == 5
+    states.keep(list(range(20)), cache(20))  # larger than all it may keep: not kept, nothing dropped
+    assert states.longest([7, 8, 9, 1], 0)[0] == 3
+
+
 def test_a_live_model_keeps_no_prefix_between_calls(smol):
     live = TransformersBackend(smol.model, smol.tokenizer)  # e.g. the trainer's policy: its weights change
-    assert live.prefix_states is None and smol.prefix_states is not None
+    assert live.prefix_states is None and live.prompt_states is None and smol.prefix_states is not None
     assert TransformersBackend(smol.model, smol.tokenizer, frozen=True).prefix_states is not None  # an evaluated one
 
 

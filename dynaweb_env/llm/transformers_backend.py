@@ -147,6 +147,9 @@ class TransformersBackend:
         frozen: Whether the model's weights stay as they are between calls, so that the first chat turn's KV cache
             may be kept; ``None``: for a model loaded here only. Pass ``True`` for a loaded model used for
             inference alone (an evaluated policy), never for the trainer's live policy.
+        keep_prompts: With ``frozen``, on a CPU, also keep whole prompts' KV caches (up to 1 GiB,
+            :class:`~dynaweb_env.llm.kv_cache.PromptStates`), so that a multi-turn agent's next prompt, which extends
+            its last one, prefills only its new tail. For a policy; a world model's or judge's prompts extend none.
         decoding: ``"loop"`` (the loop above), ``"generate"`` (transformers' ``model.generate``, see
             :mod:`~dynaweb_env.llm.hf_generate`: same log-probabilities and stop rules, but a row's sample then
             depends on the other rows of its batch) or ``"auto"`` (the loop on a CPU, ``generate`` elsewhere:
@@ -174,6 +177,7 @@ class TransformersBackend:
         compile: bool | None = None,
         compile_shapes: str | None = None,
         frozen: bool | None = None,
+        keep_prompts: bool = False,
     ) -> None:
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
@@ -210,12 +214,15 @@ class TransformersBackend:
         self.prefix_states: Any = None
         if frozen is None:
             frozen = isinstance(model, (str, os.PathLike))
-        if share_prefix and frozen:
-            from .kv_cache import PrefixStates
-
-            self.prefix_states = PrefixStates()
         #: Prefill each prompt's rest alone (no padding computed) rather than in one padded batch: see `_prefill`.
         self.prefill_rows_alone = self.device.type == "cpu"
+        #: Whole prompts' KV caches, for a next turn that extends one: ``keep_prompts``, frozen, on the row path only.
+        self.prompt_states: Any = None
+        if share_prefix and frozen:
+            from .kv_cache import PrefixStates, PromptStates
+
+            self.prefix_states = PrefixStates()
+            self.prompt_states = PromptStates() if keep_prompts and self.prefill_rows_alone else None
         #: Prompt rests prefilled one at a time so far (identical rests of one call count once).
         self.prefilled_rows = 0
         self.decoding, self.compile = decoding_plan(self.device, decoding, compile)
@@ -370,8 +377,8 @@ class TransformersBackend:
         if shared > kept:
             positions = torch.arange(kept, shared, device=device)[None]
             self._forward(torch.tensor([prompts[0][kept:shared]], device=device), cache, position_ids=positions)
-        if self.prefill_rows_alone and len(prompts) > 1:
-            logits, cache = self._prefill_rows(suffixes, shared, width, cache)
+        if self.prefill_rows_alone and (len(prompts) > 1 or self.prompt_states is not None):
+            logits, cache = self._prefill_rows(prompts[0][:shared], suffixes, width, cache)
             return logits, cache, attention_mask
         if shared:
             cache.batch_repeat_interleave(len(prompts))
@@ -392,15 +399,16 @@ class TransformersBackend:
         return turn if MIN_SHARED_PREFIX <= turn <= limit else 0
 
     def _prefill_rows(
-        self, suffixes: list[list[int]], shared: int, width: int, prefix: Any
+        self, head: list[int], suffixes: list[list[int]], width: int, prefix: Any
     ) -> tuple[torch.Tensor, Any]:
-        """Prefill each row's rest alone after the ``shared``-token ``prefix`` cache, into one left-padded cache.
+        """Prefill each row's rest alone after the ``prefix`` cache of the shared ``head``, into one left-padded cache.
 
         A rest identical to an earlier row's (the copies of one prompt: a planner's samples, several GRPO groups in
-        one batch) is computed once; its copies take that row's cache and logits."""
-        from .kv_cache import GrowingCache
+        one batch) is computed once; its copies take that row's cache and logits. A prompt that extends one kept in
+        :attr:`prompt_states` (the last turn of the same conversation) prefills only what follows it."""
+        from .kv_cache import GrowingCache, one_row_cache
 
-        device = self.device
+        device, shared = self.device, len(head)
         rows: list[torch.Tensor] = []
         batched = None
         first_of: dict[tuple[int, ...], int] = {}
@@ -414,17 +422,25 @@ class TransformersBackend:
                     layer.values[row, :, start:] = layer.values[same, :, start:]
                 continue
             self.prefilled_rows += 1
-            positions = torch.arange(shared, shared + len(ids), device=device)[None]
-            rows.append(self._forward(torch.tensor([ids], device=device), prefix, position_ids=positions))
+            whole = head + ids
+            states = self.prompt_states if self.share_prefix else None
+            done, state = states.longest(whole, shared) if states is not None else (0, [])
+            cache = one_row_cache(state) if done else prefix
+            done = done or shared
+            positions = torch.arange(done, len(whole), device=device)[None]
+            rows.append(self._forward(torch.tensor([whole[done:]], device=device), cache, position_ids=positions))
+            if states is not None:
+                states.keep(whole, cache)
             if batched is None:  # shaped after the first row's layers; the padding stays zero (and masked)
-                batched = GrowingCache.zeros_like(prefix, len(suffixes), shared + width)
-                for source, target in zip(prefix.layers, batched.layers, strict=True):
+                batched = GrowingCache.zeros_like(cache, len(suffixes), shared + width)
+                for source, target in zip(cache.layers, batched.layers, strict=True):
                     target.keys[:, :, :shared] = source.keys[:, :, :shared]
                     target.values[:, :, :shared] = source.values[:, :, :shared]
-            for source, target in zip(prefix.layers, batched.layers, strict=True):
+            for source, target in zip(cache.layers, batched.layers, strict=True):
                 target.keys[row, :, start:] = source.keys[0, :, shared:]
                 target.values[row, :, start:] = source.values[0, :, shared:]
-                source.crop(-len(ids))  # back to the shared prefix for the next row
+                if cache is prefix:
+                    source.crop(-len(ids))  # back to the shared prefix for the next row
         return torch.cat(rows), batched
 
     def _decode(self, prompts: list[list[int]], seeds: list[int], params: SamplingParams) -> list[Generation]:
