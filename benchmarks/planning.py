@@ -43,9 +43,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.claims.jobs import BUDGETS, SUITE_BUDGETS
 from dynaweb_env.data.shipped import split_of
 from dynaweb_env.data.tasks import TASK_SUITES
+
+if not __package__:  # run as a file, not with -m: import `benchmarks` from the repository root
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from benchmarks.claims.jobs import BUDGETS, SUITE_BUDGETS  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "planning"
 ARMS = ("0:0", "2:1", "4:1", "2:2", "4:2")
