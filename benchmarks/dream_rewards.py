@@ -87,7 +87,7 @@ from dynaweb_env.data.tasks import expand_tasks
 from dynaweb_env.envs.dream_guards import RewardGuards
 from dynaweb_env.models import TRAINED_JUDGE, TRAINING_WORLD_MODEL
 from dynaweb_env.observation import action_target
-from dynaweb_env.world_model.grounding import objective_progress
+from dynaweb_env.world_model.requirements import objective_progress
 
 if not __package__:  # run as a file, not with -m: import `benchmarks` from the repository root
     sys.path[0] = str(Path(__file__).resolve().parents[1])
@@ -117,7 +117,7 @@ def replay(env: gym.Env, dream: Trajectory) -> dict[str, Any]:
     """Replay a dream's start-state history and actions on the real page; what happened there.
 
     ``real_progress`` is the objective progress of the same actions on the real pages
-    (:func:`~dynaweb_env.world_model.grounding.objective_progress`; ``None``: the objective makes nothing explicit),
+    (:func:`~dynaweb_env.world_model.requirements.objective_progress`; ``None``: the objective makes nothing explicit),
     what ``reward_guards={"progress_reward": w}`` pays a dream for.
     """
     start = dream.metadata.get("options", {}).get("start_state", {})

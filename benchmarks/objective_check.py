@@ -5,7 +5,7 @@ rewards it would withhold wrongly.
 Every shipped real trajectory (both datasets, every split, experts and exploration, recorded on real MiniWoB++
 pages) is checked as the judge checks a dream: its actions, the tree line each acted on in the page it was taken on
 (:func:`~dynaweb_env.observation.action_target`) and its final page go to
-:func:`~dynaweb_env.world_model.grounding.objective_requirements`. Each requirement is counted by kind (quoted text
+:func:`~dynaweb_env.world_model.requirements.objective_requirements`. Each requirement is counted by kind (quoted text
 typed, named box checked, named control acted on), so a new rule is chosen by what it costs on real successes.
 Each success is also checked cut before its final action, on the page that action was taken on (``cuts``): the
 failure a dream ended too early is, and the judge's ``/cut`` case. No model runs: this takes seconds.
@@ -32,8 +32,8 @@ from dynaweb_env.data.io import read_trajectories
 from dynaweb_env.data.schema import Trajectory
 from dynaweb_env.data.shipped import ALL_TASKS_DATA_DIR, LARGE_DATA_DIR
 from dynaweb_env.observation import action_target, target_text_and_row
-from dynaweb_env.world_model.grounding import objective_requirements, requirement_kind
 from dynaweb_env.world_model.judge_cases import last_acted_page
+from dynaweb_env.world_model.requirements import objective_requirements, requirement_kind
 
 RESULTS = Path(__file__).resolve().parent / "results" / "judge" / "objective_check.json"
 DATASETS = {"miniwob-all": ALL_TASKS_DATA_DIR, "miniwob-large": LARGE_DATA_DIR}

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import itertools
 import json
 import shlex
 import statistics
@@ -43,21 +42,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from dynaweb_env.data.shipped import split_of
 from dynaweb_env.data.tasks import TASK_SUITES
 
 if not __package__:  # run as a file, not with -m: import `benchmarks` from the repository root
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-from benchmarks.claims.jobs import BUDGETS, SUITE_BUDGETS  # noqa: E402
+from benchmarks.claims.jobs import BUDGETS, SUITE_BUDGETS, held_out_seed_list  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "planning"
 ARMS = ("0:0", "2:1", "4:1", "2:2", "4:2")
-
-
-def held_out_seeds(first: int, count: int) -> list[int]:
-    """``count`` task seeds of the test split from ``first`` on (the pages no model of the project trained on)."""
-    return list(itertools.islice((s for s in itertools.count(first) if split_of(s) == "test"), count))
 
 
 def parse_arm(text: str) -> tuple[int, int]:
@@ -246,7 +239,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ]:  # fmt: skip
         if getattr(args, name) is None:
             setattr(args, name, default)
-    args.seed_list = held_out_seeds(args.first_seed, args.per_task)
+    args.seed_list = held_out_seed_list(args.first_seed, args.per_task)
     args.command = shlex.join(["python", "-m", "benchmarks.planning", *(sys.argv[1:] if argv is None else argv)])
 
     from dynaweb_trainer.evaluate import EvalConfig, make_real_vector_env

@@ -58,7 +58,7 @@ from dynaweb_env.data.tasks import TASK_SUITES
 if not __package__:  # run as a file, not with -m: import `benchmarks` from the repository root
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-from benchmarks.planning import held_out_seeds  # noqa: E402
+from benchmarks.claims.jobs import held_out_seed_list  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "planning"
 
@@ -218,7 +218,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from dynaweb_env.envs.lookahead import Lookahead
 
     tasks = args.tasks or list(TASK_SUITES[args.suite])
-    seeds = held_out_seeds(args.first_seed, args.seeds_per_task)
+    seeds = held_out_seed_list(args.first_seed, args.seeds_per_task)
     output = Path(args.output)
     partial = output.with_suffix(".partial.jsonl")
     done = json.loads(output.read_text()).get("pages", []) if output.is_file() else []  # a finished run's pages

@@ -208,7 +208,7 @@ BOXES = "RootWebArea 'Boxes'\n\t[18] checkbox 'ab', checked='true'\n\t[21] check
 
 
 def test_unmet_objective_finds_what_an_explicit_objective_left_undone():
-    from dynaweb_env.world_model.grounding import unmet_objective
+    from dynaweb_env.world_model.requirements import unmet_objective
 
     goal = 'Enter "Briana" into the text field and press Submit.'
     submit = ["[15] button 'Submit'"]
@@ -233,7 +233,7 @@ INBOX = "\n".join([
 
 def test_unmet_objective_finds_an_icon_clicked_outside_the_row_the_objective_names():
     from dynaweb_env.observation import action_target, target_text_and_row
-    from dynaweb_env.world_model.grounding import named_rows, unmet_objective
+    from dynaweb_env.world_model.requirements import named_rows, unmet_objective
 
     goal = "Find the email by Zabrina and click the star icon to mark it as important."
     assert named_rows(INBOX, goal) == [("26", "image"), ("27", "image")]
@@ -263,7 +263,7 @@ FILE_TREE = "\n".join([
 
 def test_unmet_objective_finds_an_item_clicked_whose_text_the_objective_does_not_name():
     from dynaweb_env.observation import action_target, target_text_and_row
-    from dynaweb_env.world_model.grounding import named_texts, unmet_objective
+    from dynaweb_env.world_model.requirements import named_texts, unmet_objective
 
     goal = 'Navigate through the file tree. Find and click on the folder or file named "Marcella".'
     assert named_texts(FILE_TREE, goal) == [("17", "listitem")]

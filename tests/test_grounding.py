@@ -9,18 +9,11 @@ import pytest
 from dynaweb_env.data.io import read_trajectories
 from dynaweb_env.world_model.grounding import (
     MAX_OBJECTIVE_ELEMENTS,
-    first_word,
     mentioned_in_objective,
     named_in_objective,
-    objective_dates,
     objective_elements,
-    objective_progress,
-    objective_requirements,
-    objective_value_lists,
-    ordinal_references,
     row_named_in_objective,
     step_grounding,
-    unmet_objective,
 )
 from dynaweb_env.world_model.judge import (
     COMPACT_JUDGE_SYSTEM_PROMPT,
@@ -31,6 +24,15 @@ from dynaweb_env.world_model.judge import (
 )
 from dynaweb_env.world_model.judge_cases import judge_cases
 from dynaweb_env.world_model.prompts import continues_prompt_style, is_compact_style, world_model_system_prompt
+from dynaweb_env.world_model.requirements import (
+    first_word,
+    objective_dates,
+    objective_progress,
+    objective_requirements,
+    objective_value_lists,
+    ordinal_references,
+    unmet_objective,
+)
 
 PAGE = """RootWebArea 'Click Checkboxes Task', focused
 \t[18] checkbox 'nBT', checked='true'

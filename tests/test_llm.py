@@ -22,8 +22,9 @@ from dynaweb_env.llm import (
     parse_backend_spec,
 )
 from dynaweb_env.llm.base import cut_at_repeated_line, request_seeds
+from dynaweb_env.llm.call_plan import MIN_SHARED_PREFIX
 from dynaweb_env.llm.openai_backend import OpenAIBackend
-from dynaweb_env.llm.transformers_backend import MIN_SHARED_PREFIX, TransformersBackend, shared_prefix_length
+from dynaweb_env.llm.transformers_backend import TransformersBackend, shared_prefix_length
 
 CONVERSATIONS = [
     [{"role": "user", "content": "Hi"}],

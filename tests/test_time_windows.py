@@ -10,9 +10,9 @@ from dynaweb_env.data.io import read_trajectories, write_trajectories
 from dynaweb_env.data.schema import Step, Trajectory
 from dynaweb_env.envs.dream import DreamWebEnv
 from dynaweb_env.llm import Generation
-from dynaweb_env.world_model.grounding import objective_progress, objective_requirements, unmet_objective
 from dynaweb_env.world_model.judge import JudgeVerdict, check_objective
 from dynaweb_env.world_model.judge_cases import judge_cases, last_acted_page
+from dynaweb_env.world_model.requirements import objective_progress, objective_requirements, unmet_objective
 from dynaweb_env.world_model.time_windows import (
     objective_length,
     objective_window,

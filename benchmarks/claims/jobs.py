@@ -53,13 +53,15 @@ TRAINED_WORLD_MODEL = TRAINING_WORLD_MODEL
 COLLECT_SECONDS_FILE = "collect_seconds.json"
 
 
-def held_out_seeds(first: int, count: int) -> str:
-    """``count`` task seeds of the test split (:func:`~dynaweb_env.data.shipped.split_of`) from ``first`` on.
+def held_out_seed_list(first: int, count: int) -> list[int]:
+    """``count`` task seeds of the test split (:func:`~dynaweb_env.data.shipped.split_of`) from ``first`` on: the
+    pages no model of the project trained on."""
+    return list(itertools.islice((seed for seed in itertools.count(first) if split_of(seed) == "test"), count))
 
-    Returned as a ``dynaweb-eval`` seed specification (``"104,109,..."``).
-    """
-    seeds = (seed for seed in itertools.count(first) if split_of(seed) == "test")
-    return ",".join(str(seed) for seed in itertools.islice(seeds, count))
+
+def held_out_seeds(first: int, count: int) -> str:
+    """:func:`held_out_seed_list` as a ``dynaweb-eval`` seed specification (``"104,109,..."``)."""
+    return ",".join(map(str, held_out_seed_list(first, count)))
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ recorded threshold are off by default, and which to turn on is to be chosen by m
   of the objective undone (a quoted text typed nowhere, a checkbox the objective names unchecked, a button, link,
   tab or menu item it names never acted on, a date or list of values it names not on the page, an icon clicked
   outside the row the objective names, an item clicked whose text the objective does not name, a time range
-  submitted outside the window it names: :func:`~dynaweb_env.world_model.grounding.unmet_objective`) earns 0,
+  submitted outside the window it names: :func:`~dynaweb_env.world_model.requirements.unmet_objective`) earns 0,
   with ``info["objective_unmet"]``. On the held-out pages of ``benchmarks/default_rewards.py`` the trained judge
   paid a Submit on an unfilled form on 6 of 24 tasks; the check withholds those. On every shipped real trajectory
   (``python -m benchmarks.objective_check``) it flags 181 of 273 failures and 8 of 2,534 successes.
@@ -55,7 +55,7 @@ recorded threshold are off by default, and which to turn on is to be chosen by m
   shows the judge the whole group at once.
 - **Progress reward** (``progress_reward=w``, ``0 <= w < 0.5``; issue 52's per-step progress): a judged dream the
   judge did not pay earns ``w`` times its objective progress
-  (:func:`~dynaweb_env.world_model.grounding.objective_progress`: the share of the objective's explicit
+  (:func:`~dynaweb_env.world_model.requirements.objective_progress`: the share of the objective's explicit
   requirements its actions and last page meet: quoted texts typed, named boxes checked, named controls acted on),
   recorded as ``info["objective_progress"]``. On a long form the judge pays only the finished page, so every
   unfinished dream of a GSPO group earns 0 and the group has no signal; progress orders them. It stays below 0.5,
@@ -74,11 +74,11 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
-from ..world_model.grounding import objective_progress
 from ..world_model.group_judge import GROUP_JUDGING_MODES, judge_groups, request_from_dict
 from ..world_model.judge import JudgeRequest, JudgeVerdict, TrajectoryJudge, check_success_threshold
 from ..world_model.model import WebWorldModel, WorldModelRequest
 from ..world_model.parsing import WorldModelPrediction
+from ..world_model.requirements import objective_progress
 
 #: ``RewardGuards.judge_threshold``'s default: the threshold recorded beside a trained judge.
 RECORDED_THRESHOLD = "recorded"
@@ -272,7 +272,7 @@ class RewardGuards:
 
 
 def request_progress(request: JudgeRequest) -> float | None:
-    """The objective progress of what a judge reads (:func:`~dynaweb_env.world_model.grounding.objective_progress`
+    """The objective progress of what a judge reads (:func:`~dynaweb_env.world_model.requirements.objective_progress`
     of its actions, their targets and its last page; ``None``: the objective makes nothing explicit)."""
     actions = [step.action for step in request.steps]
     targets = [step.target for step in request.steps]

@@ -25,7 +25,7 @@ from typing import Any
 from ..actions import read_action
 from ..data.start_states import StartState
 from ..llm.base import Conversation, Generation, GenerationError, SamplingParams
-from ..world_model.grounding import objective_progress
+from ..world_model.requirements import objective_progress
 from .dream_episode import DreamEpisode, _navigation_refusal
 
 #: End reasons of a dream that a guard cut, or that left the task: reward 0 without a judge call.
@@ -97,7 +97,7 @@ class ImaginedOutcome:
         final_url: The dream's last URL.
         steps: Dream steps taken.
         progress: The share of the objective's explicit requirements the dream met by its last page
-            (:func:`~dynaweb_env.world_model.grounding.objective_progress`: quoted texts typed, named boxes checked);
+            (:func:`~dynaweb_env.world_model.requirements.objective_progress`: quoted texts typed, named boxes checked);
             ``None`` when the objective states none there, or the dream was not judged.
     """
 

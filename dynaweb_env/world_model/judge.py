@@ -33,8 +33,9 @@ from typing import Any
 
 from ..llm.base import Conversation, Generation, GenerationBackend, GenerationError, SamplingParams
 from ..observation import action_target, target_text_and_row, truncate_axtree
-from .grounding import format_objective_elements, step_grounding, unmet_objective
+from .grounding import format_objective_elements, step_grounding
 from .prompts import GROUNDED_STYLES, check_prompt_style, is_compact_style
+from .requirements import unmet_objective
 
 #: Default token budget of one verdict (reasoning plus the verdict line).
 DEFAULT_JUDGE_MAX_NEW_TOKENS = 256
@@ -152,7 +153,7 @@ class JudgeVerdict:
         votes: With self-consistency (``votes > 1``), every vote's reward in order; ``()`` otherwise.
         abstained: The votes split, so the judge gives no verdict (``reward`` is then ``0.0``).
         unmet: With ``objective_check``, the objective's explicit requirements a SUCCESS left undone
-            (:func:`~dynaweb_env.world_model.grounding.unmet_objective`); the reward is then ``0.0``.
+            (:func:`~dynaweb_env.world_model.requirements.unmet_objective`); the reward is then ``0.0``.
         success_probability: The judge's probability of SUCCESS (:func:`success_probability`), where the backend
             gives log-probs and a tokenizer; ``None`` where it does not. ``0.0`` when the objective check withheld
             a SUCCESS; the mean of the votes' with self-consistency.
@@ -340,7 +341,7 @@ class TrajectoryJudge:
         vote_temperature: Sampling temperature of the votes (greedy votes would always agree).
         objective_check: Withhold a SUCCESS whose trajectory left one of the objective's explicit requirements
             undone (quoted text typed nowhere, a named checkbox unchecked:
-            :func:`~dynaweb_env.world_model.grounding.unmet_objective`): reward 0, :attr:`JudgeVerdict.unmet`.
+            :func:`~dynaweb_env.world_model.requirements.unmet_objective`): reward 0, :attr:`JudgeVerdict.unmet`.
         success_threshold: Pay a verdict whose ``P(SUCCESS)`` is at least this (:func:`apply_success_threshold`),
             before the votes are tallied and the objective check vetoes. ``None`` (default): the verdict word, as
             generated. A trained judge records the threshold chosen for it

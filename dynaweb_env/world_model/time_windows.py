@@ -109,7 +109,7 @@ def format_time(minutes: int) -> str:
 
 
 def time_range_requirement(objective: str, pages: list[str]) -> tuple[str, bool] | None:
-    """The time rule as one requirement of :func:`~dynaweb_env.world_model.grounding.objective_requirements`:
+    """The time rule as one requirement of :func:`~dynaweb_env.world_model.requirements.objective_requirements`:
     ``(the range as shown, whether one shown range fits)``, read on the first of ``pages`` that shows a range;
     ``None`` when the objective names no window or length, or no page shows a range."""
     window, length = objective_window(objective), objective_length(objective)
