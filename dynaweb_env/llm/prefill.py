@@ -35,14 +35,14 @@ class PrefillMixin:
     _logits_to_keep: bool
     _cache_keyword: str
 
-    def _forward(self, input_ids: torch.Tensor, cache: Any, **kwargs: Any) -> torch.Tensor:
+    def last_logits(self, input_ids: torch.Tensor, cache: Any, **kwargs: Any) -> torch.Tensor:
         """Logits of the last position of each row, extending ``cache``."""
         extra = {"logits_to_keep": 1} if self._logits_to_keep else {}
         extra[self._cache_keyword] = cache
         out = self.model(input_ids=input_ids, use_cache=True, **kwargs, **extra)
         return out.logits[:, -1, :]
 
-    def _prefill(self, prompts: list[list[int]]) -> tuple[torch.Tensor, Any, torch.Tensor]:
+    def prefill(self, prompts: list[list[int]]) -> tuple[torch.Tensor, Any, torch.Tensor]:
         """Run the prompts through the model: next-token logits per row, the KV cache and its attention mask.
 
         Rows are laid out as ``[shared prefix | left padding | rest of the prompt]``; the padding is masked
@@ -69,11 +69,11 @@ class PrefillMixin:
         if kept:
             prefix = prompts[0][:kept]
             cache = self.prefix_states.cache_for(
-                prefix, lambda fresh: self._forward(torch.tensor([prefix], device=device), fresh)
+                prefix, lambda fresh: self.last_logits(torch.tensor([prefix], device=device), fresh)
             )
         if shared > kept:
             positions = torch.arange(kept, shared, device=device)[None]
-            self._forward(torch.tensor([prompts[0][kept:shared]], device=device), cache, position_ids=positions)
+            self.last_logits(torch.tensor([prompts[0][kept:shared]], device=device), cache, position_ids=positions)
         if self.prefill_rows_alone and (len(prompts) > 1 or self.prompt_states is not None):
             logits, cache = self._prefill_rows(prompts[0][:shared], suffixes, width, cache)
             return logits, cache, attention_mask
@@ -83,7 +83,7 @@ class PrefillMixin:
         for row, ids in enumerate(suffixes):
             input_ids[row, width - len(ids) :] = torch.tensor(ids)
         position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)[:, shared:]
-        logits = self._forward(input_ids.to(device), cache, attention_mask=attention_mask, position_ids=position_ids)
+        logits = self.last_logits(input_ids.to(device), cache, attention_mask=attention_mask, position_ids=position_ids)
         return logits, cache, attention_mask
 
     def _kept_prefix_length(self, prompts: list[list[int]], shared: int) -> int:
@@ -125,7 +125,7 @@ class PrefillMixin:
             cache = one_row_cache(state) if done else prefix
             done = done or shared
             positions = torch.arange(done, len(whole), device=device)[None]
-            rows.append(self._forward(torch.tensor([whole[done:]], device=device), cache, position_ids=positions))
+            rows.append(self.last_logits(torch.tensor([whole[done:]], device=device), cache, position_ids=positions))
             if states is not None:
                 states.keep(whole, cache)
             if batched is None:  # shaped after the first row's layers; the padding stays zero (and masked)

@@ -215,7 +215,7 @@ class TransformersBackend(PrefillMixin):
         self.prefix_states: Any = None
         if frozen is None:
             frozen = isinstance(model, (str, os.PathLike))
-        #: Prefill each prompt's rest alone (no padding computed) rather than in one padded batch: see `_prefill`.
+        #: Prefill each prompt's rest alone (no padding computed) rather than in one padded batch: see :meth:`prefill`.
         self.prefill_rows_alone = self.device.type == "cpu"
         #: Whole prompts' KV caches, for a next turn that extends one: ``keep_prompts``, frozen, on the row path only.
         self.prompt_states: Any = None
@@ -341,7 +341,7 @@ class TransformersBackend(PrefillMixin):
 
     def _decode(self, prompts: list[list[int]], seeds: list[int], params: SamplingParams) -> list[Generation]:
         device = self.device
-        logits, cache, attention_mask = self._prefill(prompts)
+        logits, cache, attention_mask = self.prefill(prompts)
         position_ids = attention_mask.sum(-1, keepdim=True) - 1  # of each row's last prompt token
         generators = [torch.Generator(device=device).manual_seed(seed) for seed in seeds]
         temperature = params.temperature if params.temperature > 0 else 1.0
@@ -381,7 +381,7 @@ class TransformersBackend(PrefillMixin):
                 active = [active[i] for i in keep]
             attention_mask = torch.cat([attention_mask, attention_mask.new_ones((len(active), 1))], dim=-1)
             position_ids = position_ids + 1
-            logits = self._forward(next_tokens, cache, attention_mask=attention_mask, position_ids=position_ids)
+            logits = self.last_logits(next_tokens, cache, attention_mask=attention_mask, position_ids=position_ids)
         generations = []
         for row, ids in enumerate(prompts):
             text = texts[row]
