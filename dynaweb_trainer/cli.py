@@ -168,6 +168,7 @@ def train_main(argv: Sequence[str] | None = None) -> int:
         return 2
     from .metrics import SaveAtEndCallback, StopAfterStepCallback
     from .model_loading import checkpoint_step
+    from .task_queries import TooFewQueriesError
     from .trainer import DynaWebTrainer
 
     if args.use_vllm:
@@ -200,7 +201,11 @@ def train_main(argv: Sequence[str] | None = None) -> int:
     )
     callbacks = [SaveAtEndCallback()] + ([StopAfterStepCallback(stop)] if stop is not None else [])
     try:
-        trainer = DynaWebTrainer(args, callbacks=callbacks)
+        try:
+            trainer = DynaWebTrainer(args, callbacks=callbacks)
+        except TooFewQueriesError as error:
+            print(f"dynaweb-train: {error}", file=sys.stderr)
+            return 2
         try:
             with checkpoint_on_interrupt(trainer, args.output_dir):  # Ctrl-C: the last finished update is saved
                 trainer.train(resume_from_checkpoint=checkpoint)

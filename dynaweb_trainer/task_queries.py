@@ -174,6 +174,30 @@ def build_train_dataset(args: GSPOConfig) -> tuple[Any, list[str], StartStateInd
     return Dataset.from_dict({"prompt": prompts}), real_tasks, start_states
 
 
+class TooFewQueriesError(ValueError):
+    """A run's dataset cannot fill one generation round (:func:`check_query_count`)."""
+
+
+def check_query_count(args: GSPOConfig, count: int) -> None:
+    """Refuse a run whose dataset holds fewer task queries than one generation round draws.
+
+    TRL draws ``generation_batch_size / num_generations`` different queries a round (``per_device_train_batch_size
+    x steps_per_generation x processes`` episodes, in groups of ``num_generations``) and drops a round it cannot
+    fill: with fewer queries than that, training ends at once with no update and no error.
+
+    Raises:
+        TooFewQueriesError: Naming the flags that fix it.
+    """
+    needed = args.generation_batch_size // args.num_generations
+    if count < needed:
+        raise TooFewQueriesError(
+            f"{count} task queries, but one generation round of {args.generation_batch_size} episodes in groups of "
+            f"{args.num_generations} draws {needed} different ones, so no update would run. Add queries "
+            "(--real-task-seeds, --tasks, more start states) or draw fewer a round: lower "
+            "--per-device-train-batch-size or --gradient-accumulation-steps, or raise --num-generations."
+        )
+
+
 def real_tasks_of(prompts: Iterable[str]) -> list[str]:
     """The real task ids a list of task-query prompts names, sorted."""
     queries = [parse_task_prompt(prompt) for prompt in prompts]
@@ -184,9 +208,11 @@ __all__ = [
     "ENV_KINDS",
     "START_STATE_ID",
     "StartStateIndex",
+    "TooFewQueriesError",
     "balanced_order",
     "build_task_prompts",
     "build_train_dataset",
+    "check_query_count",
     "load_start_state_index",
     "make_task_prompt",
     "parse_task_prompt",

@@ -39,7 +39,7 @@ from .labelled_head import completion_logps_and_entropies
 from .metrics import DynaWebProgressCallback, EnvStepCounter, RunClock, environment_reward
 from .model_loading import last_checkpoint, load_model_and_tokenizer
 from .rollout_func import DynaWebRollout
-from .task_queries import build_train_dataset, real_tasks_of
+from .task_queries import build_train_dataset, check_query_count, real_tasks_of
 from .trainer_policy import require_vllm
 
 
@@ -78,17 +78,18 @@ class DynaWebTrainer(PerTokenLogpsOverride, GRPOTrainer):
             raise TypeError(f"args must be a GSPOConfig, got {type(args).__name__}")
         if args.use_vllm:
             require_vllm()
+        start_states = None
+        if train_dataset is None:
+            train_dataset, real_tasks, start_states = build_train_dataset(args)
+        else:
+            real_tasks = real_tasks_of(train_dataset["prompt"])
+        check_query_count(args, len(train_dataset))
         if model is None or isinstance(model, (str, Path)):
             model, processing_class, _ = load_model_and_tokenizer(
                 model or args.policy, trainable=True, tokenizer=processing_class
             )
         if processing_class is None:
             raise ValueError("pass the tokenizer as processing_class together with a loaded model")
-        start_states = None
-        if train_dataset is None:
-            train_dataset, real_tasks, start_states = build_train_dataset(args)
-        else:
-            real_tasks = real_tasks_of(train_dataset["prompt"])
         if expert_trajectories is None and args.expert_frac > 0:
             expert_trajectories = load_expert_trajectories(args.expert_trajectories)
         experts = ExpertPool(expert_trajectories or [], args.agent_max_steps)

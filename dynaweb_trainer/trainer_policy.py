@@ -88,7 +88,9 @@ def trainer_policy(trainer: Any, max_batch_size: int = 64) -> Iterator[Any]:
     The transformers path unwraps the model the way TRL does for its own generation (DeepSpeed
     ZeRO-3 parameters gathered, gradient checkpointing off) and wraps it, LoRA adapter included, in
     :class:`~dynaweb_env.llm.transformers_backend.TransformersBackend` (its own loop on a CPU, ``model.generate``
-    on a GPU, compiled or not as :func:`policy_compile` says).
+    on a GPU, compiled or not as :func:`policy_compile` says). That backend lives for one rollout call, in which the
+    weights do not change, so it keeps its prompts' KV caches as an evaluated policy does (``frozen``,
+    ``keep_prompts``): each turn of a multi-turn episode prefills only what follows the episode's last prompt.
     """
     from .engine_policy import engine_backend
 
@@ -116,8 +118,15 @@ def trainer_policy(trainer: Any, max_batch_size: int = 64) -> Iterator[Any]:
         stack.enter_context(torch.no_grad())
         if summon is not None:
             stack.enter_context(summon(trainer.model_wrapped, recurse=False))
+        # One backend per rollout call, and the optimizer steps only between calls: the weights stay as they are for
+        # the backend's whole life, so it may keep prompts' KV caches (a turn then prefills only its new tail).
         yield TransformersBackend(
-            model, tokenizer=trainer.processing_class, max_batch_size=max_batch_size, compile=policy_compile()
+            model,
+            tokenizer=trainer.processing_class,
+            max_batch_size=max_batch_size,
+            compile=policy_compile(),
+            frozen=True,
+            keep_prompts=True,
         )
 
 

@@ -273,6 +273,39 @@ def test_transformers_policy_tokens_are_the_sampled_ones(tokenizer):
     assert [r.encoded.completion_ids for r in again] == [r.encoded.completion_ids for r in results]
 
 
+def test_the_trained_policy_keeps_its_prompts_for_one_rollout_call(tokenizer):
+    """The trainer wraps its policy anew for each rollout call, keeping prompts' KV caches: a turn prefills only what
+    follows the episode's last prompt, and the episodes are those of a backend that keeps none."""
+    from accelerate import Accelerator
+    from transformers import AutoModelForCausalLM
+
+    from dynaweb_env.llm.transformers_backend import TransformersBackend
+    from dynaweb_env.models import prepare_model
+    from dynaweb_trainer.trainer_policy import trainer_policy
+
+    model = AutoModelForCausalLM.from_pretrained(prepare_model("tiny-random"))
+    args = SimpleNamespace(ds3_gather_for_generation=True, gradient_checkpointing_kwargs=None)
+    trainer = SimpleNamespace(model_wrapped=model, accelerator=Accelerator(cpu=True), args=args, use_vllm=False,
+                              processing_class=tokenizer)  # fmt: skip
+    env = make_click_button_vector_env(2, max_steps=3)
+    encoder = EpisodeEncoder(tokenizer, max_axtree_chars=0)
+    options = [{"task": TASK_ID, "task_seed": 0}, {"task": TASK_ID, "task_seed": 1}]
+    greedy = SamplingParams(max_new_tokens=5, temperature=0.0)
+
+    def play(backend):
+        return run_episodes(env, backend, encoder, options, greedy, max_steps=3, seed=0)
+
+    with trainer_policy(trainer) as kept:
+        assert kept.prompt_states is not None
+        with_kept = play(kept)
+    assert kept.prompt_states.hits >= 2  # every episode's later turns extended its last prompt
+    without = play(TransformersBackend(model, tokenizer=tokenizer))
+    assert all(result.num_steps == 3 for result in with_kept)
+    for mine, theirs in zip(with_kept, without, strict=True):
+        assert mine.encoded.completion_ids == theirs.encoded.completion_ids
+        torch.testing.assert_close(mine.encoded.logprobs, theirs.encoded.logprobs, atol=1e-4, rtol=1e-4)
+
+
 def test_dream_episodes_with_world_model_and_judge(tokenizer):
     """On DreamWeb-v0 (tiny world model): valid clicks reach the world model, groups share a start."""
     from dynaweb_env.data.start_states import load_start_states

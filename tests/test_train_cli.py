@@ -141,7 +141,8 @@ def test_train_dream_with_group_relative_judging(tmp_path):
 def test_train_real_end_to_end(tmp_path):
     summary, history = _run(
         tmp_path, "--env", "real", "--tasks", "miniwob.click-button", "--real-task-seeds", "2",
-        "--expert-frac", "0.5", "--max-steps", "1", "--num-envs", "2",
+        "--expert-frac", "0.5", "--max-steps", "1", "--num-envs", "2", "--save-steps", "1",
+        "--gradient-accumulation-steps", "1",  # 4 episodes of G=2: the 2 task queries fill a round
     )  # fmt: skip
     assert summary["global_step"] == 1
     logged = [entry for entry in history if "env/success_rate" in entry]

@@ -37,6 +37,18 @@ def test_a_rejected_config_names_its_file_and_line(tmp_path: Path, capsys, text:
     assert expected in error and "Traceback" not in error, error
 
 
+def test_a_dataset_that_cannot_fill_a_generation_round_is_refused_before_loading(tmp_path: Path, capsys) -> None:
+    """TRL drops a generation round it cannot fill: 2 task queries for rounds of 16 episodes in groups of 2 (8
+    queries) would train nothing and exit 0. It is refused up front, naming the flags."""
+    argv = ["--env", "real", "--tasks", "miniwob.click-button", "--real-task-seeds", "2", "--num-generations", "2",
+            "--per-device-train-batch-size", "4", "--gradient-accumulation-steps", "4", "--max-steps", "1",
+            "--memory-check", "false", "--output-dir", str(tmp_path / "out")]  # fmt: skip
+    assert train_main(argv) == 2
+    error = capsys.readouterr().err
+    assert "2 task queries" in error and "draws 8 different ones" in error and "--real-task-seeds" in error, error
+    assert "Traceback" not in error and not (tmp_path / "out").exists()
+
+
 #: A tiny run that would take long enough to be interrupted mid-way.
 TINY = [
     "--policy", "tiny-random", "--world-model", "tiny-random", "--judge", "tiny-random", "--num-generations", "2",

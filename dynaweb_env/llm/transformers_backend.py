@@ -146,8 +146,10 @@ class TransformersBackend(PrefillMixin):
         share_prefix: Prefill a prefix shared by all prompts of a batch once (and identical prompts once), and
             keep the first chat turn's between calls for a frozen model (see above; own loop only).
         frozen: Whether the model's weights stay as they are between calls, so that the first chat turn's KV cache
-            may be kept; ``None``: for a model loaded here only. Pass ``True`` for a loaded model used for
-            inference alone (an evaluated policy), never for the trainer's live policy.
+            may be kept; ``None``: for a model loaded here only. Pass ``True`` for a loaded model whose weights do
+            not change while this backend is used: an evaluated policy, or the trainer's policy wrapped anew for each
+            rollout call (:func:`~dynaweb_trainer.trainer_policy.trainer_policy`), never one backend kept across
+            optimizer steps.
         keep_prompts: With ``frozen``, on a CPU, also keep whole prompts' KV caches (up to 1 GiB,
             :class:`~dynaweb_env.llm.kv_cache.PromptStates`), so that a multi-turn agent's next prompt, which extends
             its last one, prefills only its new tail. For a policy; a world model's or judge's prompts extend none.
