@@ -72,12 +72,18 @@ def _success_rate(model, tokenizer, encoder, target, buttons, episodes=32) -> fl
 
 
 def _learn(
-    tmp_path, target: str | None, warm_start_steps: int, gspo_steps: int, buttons: int = 4, **overrides
+    tmp_path,
+    target: str | None,
+    warm_start_steps: int,
+    gspo_steps: int,
+    buttons: int = 4,
+    episodes: int = 32,
+    **overrides,
 ) -> tuple[float, float, list[float]]:
     model, tokenizer = _policy()
     encoder = EpisodeEncoder(tokenizer, SYSTEM_PROMPT)
     _warm_start(model, encoder, target, warm_start_steps, buttons)
-    before = _success_rate(model, tokenizer, encoder, target, buttons)
+    before = _success_rate(model, tokenizer, encoder, target, buttons, episodes)
     values = dict(
         output_dir=str(tmp_path / "run"), policy="tiny-random", use_peft=False, environment="real",
         system_prompt=SYSTEM_PROMPT, num_generations=8, per_device_train_batch_size=16, max_steps=gspo_steps,
@@ -94,7 +100,7 @@ def _learn(
     )  # fmt: skip
     trainer.train()
     curve = [entry["env/success_rate"] for entry in trainer.state.log_history if "env/success_rate" in entry]
-    return before, _success_rate(trainer.model, tokenizer, encoder, target, buttons), curve
+    return before, _success_rate(trainer.model, tokenizer, encoder, target, buttons, episodes), curve
 
 
 def test_gspo_learns_to_click_the_named_button(tmp_path):
@@ -118,8 +124,8 @@ def test_gspo_learns_with_lora(tmp_path):
     the policy collapsed), so the bar is lower.
     """
     before, after, curve = _learn(
-        tmp_path, target="TWO", warm_start_steps=150, gspo_steps=40, use_peft=True, learning_rate=3e-3, lora_r=8,
-        lora_alpha=16, lora_dropout=0.0,
+        tmp_path, target="TWO", warm_start_steps=150, gspo_steps=40, episodes=128, use_peft=True, learning_rate=3e-3,
+        lora_r=8, lora_alpha=16, lora_dropout=0.0,
     )  # fmt: skip
     assert before < 0.5
     assert after >= before + 0.2, f"success {before} -> {after} (curve {curve})"
