@@ -33,37 +33,52 @@ import shlex
 import statistics
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 RESULTS = Path(__file__).parent / "results" / "throughput"
 
 
-def episode_prompts(tasks: list[str], encoder: Any, max_steps: int) -> dict[str, list[list[int]]]:
-    """Per task, the prompt before each policy turn of its first held-out expert episode."""
+@dataclass
+class ExpertEpisode:
+    """A held-out expert episode encoded turn by turn: the prompt before each policy turn and the expert's action."""
+
+    task_id: str
+    trajectory_id: str
+    prompts: list[list[int]] = field(default_factory=list)
+    actions: list[str] = field(default_factory=list)
+
+
+def expert_episodes(tasks: list[str], encoder: Any, max_steps: int, per_task: int = 1) -> list[ExpertEpisode]:
+    """The first ``per_task`` held-out expert episodes of each task (the all-tasks dataset's validation split),
+    encoded as ``dynaweb eval`` encodes a policy's episode, the conversation going on with the expert's actions."""
     from dynaweb_env.agent import format_policy_response
     from dynaweb_env.data.io import read_trajectories
     from dynaweb_env.data.shipped import ALL_TASKS_DATA_DIR
     from dynaweb_env.data.tasks import step_limit
     from dynaweb_trainer.encoding import trajectory_observations
 
-    prompts: dict[str, list[list[int]]] = {}
+    episodes: list[ExpertEpisode] = []
+    counts = dict.fromkeys(tasks, 0)
     for trajectory in read_trajectories(ALL_TASKS_DATA_DIR / "validation" / "expert.jsonl.xz"):
-        if trajectory.task_id not in tasks or trajectory.task_id in prompts:
+        if counts.get(trajectory.task_id, per_task) >= per_task:
             continue
+        counts[trajectory.task_id] += 1
         steps = [step for step in trajectory.steps if step.action][: step_limit(trajectory.task_id, max_steps)]
         observations = trajectory_observations(trajectory)
-        episode = encoder.start(observations[0])
-        turns = []
+        state = encoder.start(observations[0])
+        episode = ExpertEpisode(trajectory.task_id, trajectory.id)
         for index, step in enumerate(steps):
             if index:
-                encoder.add_observation(episode, observations[index])
-            turns.append(list(episode.input_ids))
-            episode.add_policy_turn(encoder.response_ids(format_policy_response(step.reasoning, step.action)))
-        prompts[trajectory.task_id] = turns
-    if missing := sorted(set(tasks) - set(prompts)):
+                encoder.add_observation(state, observations[index])
+            episode.prompts.append(list(state.input_ids))
+            episode.actions.append(step.action)
+            state.add_policy_turn(encoder.response_ids(format_policy_response(step.reasoning, step.action)))
+        episodes.append(episode)
+    if missing := sorted(task for task, count in counts.items() if not count):
         raise ValueError(f"no held-out expert episode of {missing}")
-    return prompts
+    return episodes
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -87,7 +102,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     loaded = load_policy(args.policy)
     model, tokenizer = loaded.policy.backend.model, loaded.policy.backend.tokenizer
     encoder = EpisodeEncoder(tokenizer, max_axtree_chars=args.max_axtree_chars, page_history=args.page_history)
-    episodes = episode_prompts(args.tasks, encoder, args.max_steps)
+    episodes = {episode.task_id: episode.prompts for episode in expert_episodes(args.tasks, encoder, args.max_steps)}
     backends = {
         name: TransformersBackend(model, tokenizer, frozen=True, keep_prompts=name == "turns")
         for name in ("system", "turns")

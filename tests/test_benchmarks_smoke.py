@@ -322,6 +322,25 @@ def test_turn_prefill_replays_long_episodes_with_and_without_kept_prompts(tmp_pa
     assert report["same_tokens"]
 
 
+def test_expert_agreement_scores_every_turn_of_held_out_expert_episodes(tmp_path):
+    from benchmarks.expert_agreement import compare
+
+    argv = ["--policy", TINY, "--tasks", "miniwob.form-sequence", "--episodes-per-task", "2", "--max-new-tokens", "2"]
+    report = run_main("expert_agreement", [*argv, "--output", str(tmp_path / "a.json")])
+    episodes = report["episodes"]
+    assert len(episodes) == 2 and episodes[0]["trajectory_id"] != episodes[1]["trajectory_id"]
+    turns = sum(len(episode["turns"]) for episode in episodes)
+    assert report["all"]["turns"] == report["per_task"]["miniwob.form-sequence"]["turns"] == turns >= 4
+    assert sum(row["turns"] for row in report["per_turn"]) == turns
+    assert report["all"]["unparsable"] == 1.0  # two tokens of a random model are no action
+    # The rule: the same parsed action; the same verb and element with other text; no action at all.
+    expert = "type [21] [New York]"
+    assert compare("REASON: r\nACTION: type [21] [New York]", expert) == (True, True, False)
+    assert compare("ACTION: type [21] [Boston]", expert) == (False, True, False)
+    assert compare("ACTION: click [21]", expert) == (False, False, False)
+    assert compare("I would type it", expert) == (False, False, True)
+
+
 def test_thread_batching_runs_every_mode(tmp_path):
     argv = ["--num-envs", "2", "--steps", "1", "--rounds", "1", "--world-model", TINY, "--judge", TINY]
     argv += ["--max-new-tokens", "2", "--judge-max-new-tokens", "2", "--output", str(tmp_path / "t.json")]

@@ -1,0 +1,133 @@
+"""Does a policy pick the expert's next action on held-out expert episodes? (teacher-forced, per task and turn)
+
+A policy that fails a task in closed loop either never learned its actions or drifts once its own actions take it
+off the expert's path. This replays held-out expert episodes (the all-tasks dataset's validation split), encoded as
+``dynaweb eval`` encodes a policy's episode (:class:`~dynaweb_trainer.encoding.EpisodeEncoder`, trees cut at
+``--max-axtree-chars``, ``--page-history``, up to the task's step limit), and at every turn asks the policy for its
+greedy answer to the expert's history so far. The conversation goes on with the expert's action whatever the policy
+said, so every turn is scored on the expert's path.
+
+Reported per task, and per turn index over all tasks:
+
+- ``same_action``: the answer's action is the expert's (the same parsed name and arguments);
+- ``same_verb_and_target``: same action name and element id (``type [21] [<other text>]`` counts);
+- ``unparsable``: the answer holds no action in the grammar.
+
+Command (the one that produced ``benchmarks/results/claims/expert_agreement_long.json``)::
+
+    python -m benchmarks.expert_agreement --policy /work/runs/claims/shared/sft-seed0-2adef35d \\
+        --tasks miniwob.book-flight miniwob.choose-date miniwob.daily-calendar miniwob.click-checkboxes-large
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+if not __package__:  # run as a file, not with -m: import `benchmarks` from the repository root
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.turn_prefill import expert_episodes  # noqa: E402
+
+RESULTS = Path(__file__).parent / "results" / "claims"
+
+
+def compare(answer: str, expert: str) -> tuple[bool, bool, bool]:
+    """``(same action, same verb and target, unparsable)`` of a policy's answer against the expert's action."""
+    from dynaweb_env.actions import extract_action, parse_action
+
+    try:
+        mine = parse_action(extract_action(answer))
+    except ValueError:
+        return False, False, True
+    theirs = parse_action(expert)
+    same_target = mine.name == theirs.name and mine.args[:1] == theirs.args[:1]
+    return (mine.name, mine.args) == (theirs.name, theirs.args), same_target, False
+
+
+def rates(rows: list[tuple[bool, bool, bool]]) -> dict[str, Any]:
+    """The three rates of a list of :func:`compare` results, with their count."""
+    return {
+        "turns": len(rows),
+        **{
+            key: round(statistics.fmean(row[index] for row in rows), 3)
+            for index, key in enumerate(("same_action", "same_verb_and_target", "unparsable"))
+        },
+    }
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    from dynaweb_env.data.tasks import TASK_SUITES
+    from dynaweb_env.llm.base import SamplingParams
+    from dynaweb_trainer.encoding import EpisodeEncoder
+    from dynaweb_trainer.policy import load_policy
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], prog="benchmarks/expert_agreement.py")
+    parser.add_argument("--policy", default="smollm2-135m", help="dynaweb eval's --policy (a model or an adapter)")
+    parser.add_argument("--tasks", nargs="+", default=list(TASK_SUITES["long"]))
+    parser.add_argument("--episodes-per-task", type=int, default=2, help="held-out expert episodes of each task")
+    parser.add_argument("--num-envs", type=int, default=4, help="episodes a call")
+    parser.add_argument("--max-steps", type=int, default=10, help="step limit (raised for long tasks, as in eval)")
+    parser.add_argument("--max-axtree-chars", type=int, default=3000)
+    parser.add_argument("--page-history", default="edits")
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--output", type=Path, default=RESULTS / "expert_agreement_long.json")
+    args = parser.parse_args(argv)
+
+    backend = load_policy(args.policy).policy.backend
+    encoder = EpisodeEncoder(backend.tokenizer, max_axtree_chars=args.max_axtree_chars, page_history=args.page_history)
+    episodes = expert_episodes(args.tasks, encoder, args.max_steps, args.episodes_per_task)
+    params = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=0)
+    started = time.perf_counter()
+    scored: list[list[tuple[bool, bool, bool]]] = [[] for _ in episodes]
+    answers: list[list[str]] = [[] for _ in episodes]
+    for first in range(0, len(episodes), args.num_envs):
+        group = range(first, min(first + args.num_envs, len(episodes)))
+        for turn in range(max(len(episodes[i].prompts) for i in group)):
+            rows = [i for i in group if turn < len(episodes[i].prompts)]
+            generations = backend.generate_from_ids([episodes[i].prompts[turn] for i in rows], params)
+            for i, generation in zip(rows, generations, strict=True):
+                scored[i].append(compare(generation.text, episodes[i].actions[turn]))
+                answers[i].append(generation.text)
+    by_task: dict[str, list[tuple[bool, bool, bool]]] = {}
+    for episode, rows in zip(episodes, scored, strict=True):
+        by_task.setdefault(episode.task_id, []).extend(rows)
+    longest = max(len(rows) for rows in scored)
+    report: dict[str, Any] = {
+        "command": shlex.join(
+            ["python", "-m", "benchmarks.expert_agreement", *(sys.argv[1:] if argv is None else argv)]
+        ),
+        "policy": args.policy,
+        "observation": {"max_axtree_chars": args.max_axtree_chars, "page_history": args.page_history},
+        "all": rates([row for rows in scored for row in rows]),
+        "per_task": {task: rates(rows) for task, rows in by_task.items()},
+        "per_turn": [rates([rows[turn] for rows in scored if turn < len(rows)]) for turn in range(longest)],
+        "episodes": [
+            {
+                "task_id": episode.task_id,
+                "trajectory_id": episode.trajectory_id,
+                "turns": [
+                    {"expert": action, "policy": answer, "same_action": row[0]}
+                    for action, answer, row in zip(episode.actions, texts, rows, strict=True)
+                ],
+            }
+            for episode, texts, rows in zip(episodes, answers, scored, strict=True)
+        ],
+        "wall_seconds": round(time.perf_counter() - started, 1),
+    }
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(report, indent=1) + "\n")
+    print(f"expert's next action on {report['all']['turns']} held-out turns: {report['all']}")
+    for task, values in report["per_task"].items():
+        print(f"  {task:34s} {values}")
+    return report
+
+
+if __name__ == "__main__":
+    main()
