@@ -35,10 +35,6 @@ MAX_OBJECTIVE_ELEMENTS = 12
 MIN_NAME_CHARS = 2
 
 
-#: An objective that asks for a case ("Type "KELLY" in all lower case letters"): its quoted text is not typed as quoted.
-CASE_INSTRUCTION = re.compile(r"\b(?:upper|lower)[\s-]*case\b", re.IGNORECASE)
-
-
 def normalise_text(text: str, fold: bool = True) -> str:
     """``text`` with its spacing squashed and, if ``fold``, lower-cased."""
     squashed = " ".join(text.split())
@@ -155,12 +151,12 @@ def format_objective_elements(axtree: str, objective: str) -> str:
 
 
 __all__ = [
-    "CASE_INSTRUCTION",
     "MAX_OBJECTIVE_ELEMENTS",
     "MIN_NAME_CHARS",
     "format_objective_elements",
     "mentioned_in_objective",
     "named_in_objective",
+    "normalise_text",
     "objective_elements",
     "quoted_phrases",
     "row_named_in_objective",

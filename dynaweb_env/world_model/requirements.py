@@ -49,7 +49,6 @@ from ..actions import parse_action
 from ..axtree import TEXT_FIELD_ROLES, parse_axtree, parse_axtree_line
 from ..observation import target_text_and_row
 from .grounding import (
-    CASE_INSTRUCTION,
     MIN_NAME_CHARS,
     mentioned_in_objective,
     named_in_objective,
@@ -58,6 +57,9 @@ from .grounding import (
     row_named_in_objective,
 )
 from .time_windows import time_range_requirement
+
+#: An objective that asks for a case ("Type "KELLY" in all lower case letters"): its quoted text is not typed as quoted.
+CASE_INSTRUCTION = re.compile(r"\b(?:upper|lower)[\s-]*case\b", re.IGNORECASE)
 
 #: Roles that are checked (those that hold typed text: :data:`~dynaweb_env.axtree.TEXT_FIELD_ROLES`).
 CHECKABLE_ROLES = frozenset({"checkbox", "radio"})
@@ -350,6 +352,7 @@ def objective_progress(
 
 __all__ = [
     "ACTED_ROLES",
+    "CASE_INSTRUCTION",
     "ORDINAL_ROLES",
     "UNMET_WORDING",
     "named_rows",
