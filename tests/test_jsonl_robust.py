@@ -232,8 +232,9 @@ def test_train_resume_survives_a_bad_episode_line_cli(tmp_path, capfd):
     """Issue 49's repro as a user runs it: ``printf '\\xff\\n' >> run/episodes.jsonl``, then ``--resume``."""
     from test_train_cli import TINY
 
-    from dynaweb_trainer.cli import train_main
+    from dynaweb_trainer.cli import parse_train_args, train_main
 
+    slots = 4 * parse_train_args([]).gradient_accumulation_steps  # episodes an update: TINY's batch x the preset's
     output_dir = tmp_path / "run"
     run = [*TINY, "--env", "dream", "--expert-frac", "0.5", "--save-steps", "1", "--output-dir", str(output_dir),
            "--disable-tqdm", "true"]  # fmt: skip
@@ -242,12 +243,12 @@ def test_train_resume_survives_a_bad_episode_line_cli(tmp_path, capfd):
     before = log.read_bytes()
     with log.open("ab") as handle:
         handle.write(b"\xff\n")
-    with pytest.warns(CorruptRecordWarning, match=r"episodes\.jsonl:5: not UTF-8"):
+    with pytest.warns(CorruptRecordWarning, match=rf"episodes\.jsonl:{slots + 1}: not UTF-8"):
         assert train_main([*run, "--max-steps", "2", "--resume"]) == 0
     assert "resume=" in capfd.readouterr().out
     assert log.read_bytes().startswith(before)  # update 0's records kept byte for byte
     steps = [t.metadata["global_step"] for t in iter_trajectories(log, on_error="raise")]
-    assert steps == [0] * 4 + [1] * 4
+    assert steps == [0] * slots + [1] * slots
 
 
 def test_no_project_reader_bypasses_the_shared_one():
