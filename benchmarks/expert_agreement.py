@@ -33,7 +33,7 @@ from typing import Any
 if not __package__:  # run as a file, not with -m: import `benchmarks` from the repository root
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.turn_prefill import expert_episodes  # noqa: E402
+from benchmarks.turn_prefill import add_replay_arguments, expert_episodes  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "claims"
 
@@ -63,20 +63,13 @@ def rates(rows: list[tuple[bool, bool, bool]]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    from dynaweb_env.data.tasks import TASK_SUITES
     from dynaweb_env.llm.base import SamplingParams
     from dynaweb_trainer.encoding import EpisodeEncoder
     from dynaweb_trainer.policy import load_policy
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], prog="benchmarks/expert_agreement.py")
-    parser.add_argument("--policy", default="smollm2-135m", help="dynaweb eval's --policy (a model or an adapter)")
-    parser.add_argument("--tasks", nargs="+", default=list(TASK_SUITES["long"]))
+    add_replay_arguments(parser)
     parser.add_argument("--episodes-per-task", type=int, default=2, help="held-out expert episodes of each task")
-    parser.add_argument("--num-envs", type=int, default=4, help="episodes a call")
-    parser.add_argument("--max-steps", type=int, default=10, help="step limit (raised for long tasks, as in eval)")
-    parser.add_argument("--max-axtree-chars", type=int, default=3000)
-    parser.add_argument("--page-history", default="edits")
-    parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--output", type=Path, default=RESULTS / "expert_agreement_long.json")
     args = parser.parse_args(argv)
 

@@ -81,21 +81,29 @@ def expert_episodes(tasks: list[str], encoder: Any, max_steps: int, per_task: in
     return episodes
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
+def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of a replay of held-out expert episodes as ``dynaweb eval`` would play them (the long suite's
+    observation by default): ``--policy --tasks --num-envs --max-steps --max-axtree-chars --page-history
+    --max-new-tokens``."""
     from dynaweb_env.data.tasks import TASK_SUITES
+
+    parser.add_argument("--policy", default="smollm2-135m", help="dynaweb eval's --policy (a model or an adapter)")
+    parser.add_argument("--tasks", nargs="+", default=list(TASK_SUITES["long"]))
+    parser.add_argument("--num-envs", type=int, default=4, help="episodes a call")
+    parser.add_argument("--max-steps", type=int, default=10, help="step limit (raised for long tasks, as in eval)")
+    parser.add_argument("--max-axtree-chars", type=int, default=3000)
+    parser.add_argument("--page-history", default="edits")
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
     from dynaweb_env.llm.base import SamplingParams
     from dynaweb_env.llm.transformers_backend import TransformersBackend
     from dynaweb_trainer.encoding import EpisodeEncoder
     from dynaweb_trainer.policy import load_policy
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], prog="benchmarks/turn_prefill.py")
-    parser.add_argument("--policy", default="smollm2-135m", help="dynaweb eval's --policy (a model or an adapter)")
-    parser.add_argument("--tasks", nargs="+", default=list(TASK_SUITES["long"]), help="one episode per task")
-    parser.add_argument("--num-envs", type=int, default=4, help="episodes a call")
-    parser.add_argument("--max-steps", type=int, default=10, help="step limit (raised for long tasks, as in eval)")
-    parser.add_argument("--max-axtree-chars", type=int, default=3000)
-    parser.add_argument("--page-history", default="edits")
-    parser.add_argument("--max-new-tokens", type=int, default=64)
+    add_replay_arguments(parser)
     parser.add_argument("--output", type=Path, default=RESULTS / "turn_prefill.json")
     args = parser.parse_args(argv)
 
