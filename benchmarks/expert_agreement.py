@@ -13,7 +13,7 @@ Reported per task, and per turn index over all tasks:
 - ``same_verb_and_target``: same action name and element id (``type [21] [<other text>]`` counts);
 - ``unparsable``: the answer holds no action in the grammar.
 
-Command (the one that produced ``benchmarks/results/claims/expert_agreement_long.json``)::
+Command (the one that produced ``benchmarks/results/paper_claims/expert_agreement_long.json``)::
 
     python -m benchmarks.expert_agreement --policy /work/runs/claims/shared/sft-seed0-2adef35d \\
         --tasks miniwob.book-flight miniwob.choose-date miniwob.daily-calendar miniwob.click-checkboxes-large
@@ -35,7 +35,7 @@ if not __package__:  # run as a file, not with -m: import `benchmarks` from the 
 
 from benchmarks.turn_prefill import add_replay_arguments, expert_episodes  # noqa: E402
 
-RESULTS = Path(__file__).parent / "results" / "claims"
+RESULTS = Path(__file__).parent / "results" / "paper_claims"
 
 
 def compare(answer: str, expert: str) -> tuple[bool, bool, bool]:
