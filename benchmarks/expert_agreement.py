@@ -33,7 +33,7 @@ from typing import Any
 if not __package__:  # run as a file, not with -m: import `benchmarks` from the repository root
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.turn_prefill import add_replay_arguments, expert_episodes  # noqa: E402
+from benchmarks.turn_prefill import add_replay_arguments, expert_episodes, replay_calls  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "paper_claims"
 
@@ -80,14 +80,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     started = time.perf_counter()
     scored: list[list[tuple[bool, bool, bool]]] = [[] for _ in episodes]
     answers: list[list[str]] = [[] for _ in episodes]
-    for first in range(0, len(episodes), args.num_envs):
-        group = range(first, min(first + args.num_envs, len(episodes)))
-        for turn in range(max(len(episodes[i].prompts) for i in group)):
-            rows = [i for i in group if turn < len(episodes[i].prompts)]
-            generations = backend.generate_from_ids([episodes[i].prompts[turn] for i in rows], params)
-            for i, generation in zip(rows, generations, strict=True):
-                scored[i].append(compare(generation.text, episodes[i].actions[turn]))
-                answers[i].append(generation.text)
+    for rows, turn in replay_calls(episodes, args.num_envs):
+        generations = backend.generate_from_ids([episodes[i].prompts[turn] for i in rows], params)
+        for i, generation in zip(rows, generations, strict=True):
+            scored[i].append(compare(generation.text, episodes[i].actions[turn]))
+            answers[i].append(generation.text)
     by_task: dict[str, list[tuple[bool, bool, bool]]] = {}
     for episode, rows in zip(episodes, scored, strict=True):
         by_task.setdefault(episode.task_id, []).extend(rows)

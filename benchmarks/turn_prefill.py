@@ -33,6 +33,7 @@ import shlex
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,15 @@ def expert_episodes(tasks: list[str], encoder: Any, max_steps: int, per_task: in
     return episodes
 
 
+def replay_calls(episodes: list[ExpertEpisode], num_envs: int) -> Iterator[tuple[list[int], int]]:
+    """The policy calls of a replay as ``dynaweb eval --num-envs`` makes them: ``num_envs`` episodes at a time, one
+    call a turn for every episode of the group still running, as ``(episode indices, turn)``."""
+    for first in range(0, len(episodes), num_envs):
+        group = range(first, min(first + num_envs, len(episodes)))
+        for turn in range(max(len(episodes[i].prompts) for i in group)):
+            yield [i for i in group if turn < len(episodes[i].prompts)], turn
+
+
 def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of a replay of held-out expert episodes as ``dynaweb eval`` would play them (the long suite's
     observation by default): ``--policy --tasks --num-envs --max-steps --max-axtree-chars --page-history
@@ -110,7 +120,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     loaded = load_policy(args.policy)
     model, tokenizer = loaded.policy.backend.model, loaded.policy.backend.tokenizer
     encoder = EpisodeEncoder(tokenizer, max_axtree_chars=args.max_axtree_chars, page_history=args.page_history)
-    episodes = {episode.task_id: episode.prompts for episode in expert_episodes(args.tasks, encoder, args.max_steps)}
+    episodes = expert_episodes(args.tasks, encoder, args.max_steps)
     backends = {
         name: TransformersBackend(model, tokenizer, frozen=True, keep_prompts=name == "turns")
         for name in ("system", "turns")
@@ -119,23 +129,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     seconds: dict[str, list[float]] = {name: [] for name in backends}
     answers: dict[str, list[list[int]]] = {name: [] for name in backends}
     started = time.perf_counter()
-    names = list(episodes)
-    for first in range(0, len(names), args.num_envs):
-        group = [episodes[name] for name in names[first : first + args.num_envs]]
-        for turn in range(max(len(turns) for turns in group)):
-            call = [turns[turn] for turns in group if turn < len(turns)]
-            for name, backend in backends.items():  # the settings take turns call by call
-                tick = time.perf_counter()
-                generations = backend.generate_from_ids(call, params)
-                seconds[name].append(time.perf_counter() - tick)
-                answers[name] += [generation.completion_ids for generation in generations]
+    for rows, turn in replay_calls(episodes, args.num_envs):
+        call = [episodes[i].prompts[turn] for i in rows]
+        for name, backend in backends.items():  # the settings take turns call by call
+            tick = time.perf_counter()
+            generations = backend.generate_from_ids(call, params)
+            seconds[name].append(time.perf_counter() - tick)
+            answers[name] += [generation.completion_ids for generation in generations]
     total = {name: sum(values) for name, values in seconds.items()}
     report: dict[str, Any] = {
         "command": shlex.join(["python", "-m", "benchmarks.turn_prefill", *(sys.argv[1:] if argv is None else argv)]),
         "policy": args.policy,
-        "tasks": names,
-        "turns_per_episode": [len(episodes[name]) for name in names],
-        "prompt_tokens_last_turn": [len(episodes[name][-1]) for name in names],
+        "tasks": [episode.task_id for episode in episodes],
+        "turns_per_episode": [len(episode.prompts) for episode in episodes],
+        "prompt_tokens_last_turn": [len(episode.prompts[-1]) for episode in episodes],
         "num_envs": args.num_envs,
         "calls": len(seconds["system"]),
         "observation": {"max_axtree_chars": args.max_axtree_chars, "page_history": args.page_history},
