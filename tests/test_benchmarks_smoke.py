@@ -341,6 +341,18 @@ def test_expert_agreement_scores_every_turn_of_held_out_expert_episodes(tmp_path
     assert compare("I would type it", expert) == (False, False, True)
 
 
+def test_policy_dtype_answers_the_same_calls_in_float32_and_bfloat16(tmp_path):
+    from benchmarks.policy_dtype import _action
+
+    argv = ["--policy", TINY, "--tasks", "miniwob.form-sequence", "--max-new-tokens", "2"]
+    report = run_main("policy_dtype", [*argv, "--output", str(tmp_path / "d.json")])
+    assert report["turns"] == report["calls"] >= 2  # one episode: one row a call
+    assert 0 <= report["answers_same_tokens"] <= report["turns"] and report["bfloat16_over_float32"] > 0
+    assert report["float32"]["unparsable"] == 1.0  # two tokens of a random model are no action
+    assert _action("REASON: r\nACTION: type [21] [New York]") == ("type", ("21", "New York", "1"))
+    assert _action("no action here") is None
+
+
 def test_thread_batching_runs_every_mode(tmp_path):
     argv = ["--num-envs", "2", "--steps", "1", "--rounds", "1", "--world-model", TINY, "--judge", TINY]
     argv += ["--max-new-tokens", "2", "--judge-max-new-tokens", "2", "--output", str(tmp_path / "t.json")]
