@@ -333,12 +333,21 @@ def test_expert_agreement_scores_every_turn_of_held_out_expert_episodes(tmp_path
     assert report["all"]["turns"] == report["per_task"]["miniwob.form-sequence"]["turns"] == turns >= 4
     assert sum(row["turns"] for row in report["per_turn"]) == turns
     assert report["all"]["unparsable"] == 1.0  # two tokens of a random model are no action
+    assert report["all"]["repeats_previous"] == 0.0
+    # --rescore scores a saved report's answers again without a model: the same rates
+    rescored = run_main("expert_agreement", ["--rescore", str(tmp_path / "a.json")])
+    assert {key: rescored[key] for key in ("all", "per_task", "per_turn")} == {
+        key: report[key] for key in ("all", "per_task", "per_turn")
+    }
     # The rule: the same parsed action; the same verb and element with other text; no action at all.
     expert = "type [21] [New York]"
-    assert compare("REASON: r\nACTION: type [21] [New York]", expert) == (True, True, False)
-    assert compare("ACTION: type [21] [Boston]", expert) == (False, True, False)
-    assert compare("ACTION: click [21]", expert) == (False, False, False)
-    assert compare("I would type it", expert) == (False, False, True)
+    assert compare("REASON: r\nACTION: type [21] [New York]", expert) == (True, True, False, False)
+    assert compare("ACTION: type [21] [Boston]", expert) == (False, True, False, False)
+    assert compare("ACTION: click [21]", expert) == (False, False, False, False)
+    assert compare("I would type it", expert) == (False, False, True, False)
+    # The action the conversation took last, answered again:
+    assert compare("ACTION: click [21]", expert, previous="click [21]") == (False, False, False, True)
+    assert compare("ACTION: type [21] [New York]", expert, previous=expert) == (True, True, False, False)
 
 
 def test_policy_dtype_answers_the_same_calls_in_float32_and_bfloat16(tmp_path):
