@@ -38,7 +38,7 @@ if not __package__:  # run as a file, not with -m: import `benchmarks` from the 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.expert_agreement import compare  # noqa: E402
-from benchmarks.turn_prefill import add_replay_arguments, expert_episodes, replay_calls  # noqa: E402
+from benchmarks.turn_prefill import add_replay_arguments, expert_episodes, replay_side_by_side  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "throughput"
 SETTINGS = ("float32", "bfloat16")
@@ -65,23 +65,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     encoder = EpisodeEncoder(tokenizer, max_axtree_chars=args.max_axtree_chars, page_history=args.page_history)
     episodes = expert_episodes(args.tasks, encoder, args.max_steps, args.episodes_per_task)
     params = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=0)
-    seconds: dict[str, list[float]] = {name: [] for name in SETTINGS}
-    tokens: dict[str, list[list[int]]] = {name: [] for name in SETTINGS}
-    scored: dict[str, list[tuple[bool, bool, bool]]] = {name: [] for name in SETTINGS}
-    texts: dict[str, list[str]] = {name: [] for name in SETTINGS}
-    experts: list[str] = []
     started = time.perf_counter()
-    for rows, turn in replay_calls(episodes, args.num_envs):
-        call = [episodes[i].prompts[turn] for i in rows]
-        experts += [episodes[i].actions[turn] for i in rows]
-        for name, backend in backends.items():  # the settings take turns call by call
-            tick = time.perf_counter()
-            generations = backend.generate_from_ids(call, params)
-            seconds[name].append(time.perf_counter() - tick)
-            for generation, expert in zip(generations, experts[-len(rows) :], strict=True):
-                tokens[name].append(list(generation.completion_ids))
-                texts[name].append(generation.text)
-                scored[name].append(compare(generation.text, expert))
+    rows, seconds, generations = replay_side_by_side(episodes, backends, params, args.num_envs)
+    experts = [episodes[i].actions[turn] for i, turn in rows]
+    texts = {name: [g.text for g in generated] for name, generated in generations.items()}
+    tokens = {name: [list(g.completion_ids) for g in generated] for name, generated in generations.items()}
+    scored = {
+        name: [compare(text, expert) for text, expert in zip(texts[name], experts, strict=True)] for name in SETTINGS
+    }
     total = {name: sum(values) for name, values in seconds.items()}
     actions_differ = [
         i for i, (a, b) in enumerate(zip(texts["float32"], texts["bfloat16"], strict=True)) if _action(a) != _action(b)

@@ -91,6 +91,29 @@ def replay_calls(episodes: list[ExpertEpisode], num_envs: int) -> Iterator[tuple
             yield [i for i in group if turn < len(episodes[i].prompts)], turn
 
 
+def replay_side_by_side(
+    episodes: list[ExpertEpisode], backends: dict[str, Any], params: Any, num_envs: int
+) -> tuple[list[tuple[int, int]], dict[str, list[float]], dict[str, list[Any]]]:
+    """Every policy call of a replay (:func:`replay_calls`) made by each backend, the backends taking turns call by
+    call so that load from other processes falls on all alike.
+
+    Returns:
+        ``(rows, seconds, generations)``: the ``(episode index, turn)`` of each answer in call order; each
+        backend's seconds per call; each backend's generations, aligned with ``rows``.
+    """
+    rows: list[tuple[int, int]] = []
+    seconds: dict[str, list[float]] = {name: [] for name in backends}
+    generations: dict[str, list[Any]] = {name: [] for name in backends}
+    for indices, turn in replay_calls(episodes, num_envs):
+        rows += [(i, turn) for i in indices]
+        call = [episodes[i].prompts[turn] for i in indices]
+        for name, backend in backends.items():
+            tick = time.perf_counter()
+            generations[name] += backend.generate_from_ids(call, params)
+            seconds[name].append(time.perf_counter() - tick)
+    return rows, seconds, generations
+
+
 def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of a replay of held-out expert episodes as ``dynaweb eval`` would play them (the long suite's
     observation by default): ``--policy --tasks --num-envs --max-steps --max-axtree-chars --page-history
@@ -126,16 +149,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for name in ("system", "turns")
     }
     params = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=0)
-    seconds: dict[str, list[float]] = {name: [] for name in backends}
-    answers: dict[str, list[list[int]]] = {name: [] for name in backends}
     started = time.perf_counter()
-    for rows, turn in replay_calls(episodes, args.num_envs):
-        call = [episodes[i].prompts[turn] for i in rows]
-        for name, backend in backends.items():  # the settings take turns call by call
-            tick = time.perf_counter()
-            generations = backend.generate_from_ids(call, params)
-            seconds[name].append(time.perf_counter() - tick)
-            answers[name] += [generation.completion_ids for generation in generations]
+    _, seconds, generations = replay_side_by_side(episodes, backends, params, args.num_envs)
+    answers = {name: [list(g.completion_ids) for g in generated] for name, generated in generations.items()}
     total = {name: sum(values) for name, values in seconds.items()}
     report: dict[str, Any] = {
         "command": shlex.join(["python", "-m", "benchmarks.turn_prefill", *(sys.argv[1:] if argv is None else argv)]),
