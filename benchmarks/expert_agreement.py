@@ -12,8 +12,8 @@ Reported per task, and per turn index over all tasks:
 - ``same_action``: the answer's action is the expert's (the same parsed name and arguments);
 - ``same_verb_and_target``: same action name and element id (``type [21] [<other text>]`` counts);
 - ``unparsable``: the answer holds no action in the grammar;
-- ``repeats_previous``: not the expert's action but the one before it (the action the conversation just took), the
-  copy of its own last turn that an underfit multi-turn policy falls into.
+- ``repeats_previous``: not the expert's action but the one before it (the action the conversation just took): the
+  policy copies the last turn instead of moving on.
 
 Command (the one that produced ``benchmarks/results/paper_claims/expert_agreement_long.json``)::
 
@@ -61,7 +61,7 @@ def compare(answer: str, expert: str, previous: str | None = None) -> tuple[bool
 
 
 def rates(rows: list[tuple[bool, bool, bool, bool]]) -> dict[str, Any]:
-    """The three rates of a list of :func:`compare` results, with their count."""
+    """The four rates of a list of :func:`compare` results, with their count."""
     return {
         "turns": len(rows),
         **{
