@@ -37,7 +37,7 @@ from typing import Any
 if not __package__:  # run as a file, not with -m: import `benchmarks` from the repository root
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.turn_prefill import add_replay_arguments, expert_episodes, replay_calls  # noqa: E402
+from benchmarks.turn_prefill import add_replay_arguments, expert_episodes, replay_side_by_side  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "paper_claims"
 
@@ -145,11 +145,10 @@ def replay(args: argparse.Namespace, argv: list[str] | None) -> dict[str, Any]:
     episodes = expert_episodes(args.tasks, encoder, args.max_steps, args.episodes_per_task)
     params = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=0)
     started = time.perf_counter()
+    rows, _, generations = replay_side_by_side(episodes, {"policy": backend}, params, args.num_envs)
     answers: list[list[str]] = [[] for _ in episodes]
-    for rows, turn in replay_calls(episodes, args.num_envs):
-        generations = backend.generate_from_ids([episodes[i].prompts[turn] for i in rows], params)
-        for i, generation in zip(rows, generations, strict=True):
-            answers[i].append(generation.text)
+    for (i, _turn), generation in zip(rows, generations["policy"], strict=True):  # each episode's turns in order
+        answers[i].append(generation.text)
     played = [
         {
             "task_id": episode.task_id,
