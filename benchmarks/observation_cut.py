@@ -17,7 +17,11 @@ real pages in RealWeb-v0's current observation), per task and per cut (``--cuts`
   first page) fits ``--completion-budget`` (GSPO's ``max_completion_length``, 4096 in the ``small`` budget: a
   rollout ends before a turn that might not fit);
 - ``pages_as_edits_*``: the same with ``page_history="edits"`` (each page after the first written as the edits of
-  the page before where that is shorter, :func:`~dynaweb_env.agent.observation_edits_message`).
+  the page before where that is shorter, :func:`~dynaweb_env.agent.observation_edits_message`);
+- ``per_turn_*``: with ``page_history="actions"`` (a prompt of its own each turn, the latest page whole and the
+  actions so far, :func:`~dynaweb_env.agent.observation_actions_message`): ``per_turn_example_tokens_max``, the
+  longest turn (prompt and answer: what bounds memory), and ``per_turn_episode_tokens_mean``, an episode's turns
+  summed (what one pass of SFT over it costs, to set against ``pages_as_edits_episode_tokens_mean``).
 
 Reported per suite (:data:`~dynaweb_env.data.tasks.TASK_SUITES`) too. CPU only, no model, a few seconds.
 """
@@ -86,6 +90,11 @@ def measure(
             edits_encoder = EpisodeEncoder(tokenizer, policy_system_prompt("compact"), cut, page_history="edits")
             as_edits = [encode_expert_trajectory(edits_encoder, t) for t in group]
             edits_tokens = [len(episode.prompt_ids) + len(episode.completion_ids) for episode in as_edits]
+            turns_encoder = EpisodeEncoder(tokenizer, policy_system_prompt("compact"), cut, page_history="actions")
+            per_turn = [
+                [len(prompt) + len(answer) for prompt, answer in encode_expert_trajectory(turns_encoder, t).turns()]
+                for t in group
+            ]
             row[str(cut)] = {
                 "dropped": sum(dropped_targets(t, cut)[1] for t in group),
                 "within_completion_budget": sum(len(e.completion_ids) <= completion_budget for e in episodes),
@@ -96,6 +105,8 @@ def measure(
                 "pages_as_edits_within_completion_budget": sum(
                     len(episode.completion_ids) <= completion_budget for episode in as_edits
                 ),
+                "per_turn_example_tokens_max": max(max(turns) for turns in per_turn),
+                "per_turn_episode_tokens_mean": round(statistics.fmean(sum(turns) for turns in per_turn), 1),
             }
         report[task] = row
     return report
@@ -113,6 +124,7 @@ def summarize(per_task: dict[str, dict[str, Any]], cuts: Sequence[int], tasks: S
         dropped = sum(row[cut]["dropped"] for row in rows)
         tokens = sum(row[cut]["episode_tokens_mean"] * row["episodes"] for row in rows)
         edits_tokens = sum(row[cut]["pages_as_edits_episode_tokens_mean"] * row["episodes"] for row in rows)
+        turn_tokens = sum(row[cut]["per_turn_episode_tokens_mean"] * row["episodes"] for row in rows)
         summary[cut] = {
             "dropped": dropped,
             "within_completion_budget": sum(row[cut]["within_completion_budget"] for row in rows),
@@ -121,6 +133,8 @@ def summarize(per_task: dict[str, dict[str, Any]], cuts: Sequence[int], tasks: S
             "pages_as_edits_within_completion_budget": sum(
                 row[cut]["pages_as_edits_within_completion_budget"] for row in rows
             ),
+            "per_turn_example_tokens_max": max(row[cut]["per_turn_example_tokens_max"] for row in rows),
+            "per_turn_episode_tokens_mean": round(turn_tokens / episodes, 1),
             "dropped_share": round(dropped / actions, 4) if actions else 0.0,
             "episode_tokens_mean": round(tokens / episodes, 1),
             "episode_tokens_max": max(row[cut]["episode_tokens_max"] for row in rows),

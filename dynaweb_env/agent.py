@@ -10,8 +10,10 @@ turn is a chat exchange::
     user       observation_message(next observation)
     assistant  ...
 
-The whole episode is one growing conversation (multi-turn), so the tokens a trainer optimises are
-exactly the tokens the policy saw and sampled. Two response styles exist: ``"compact"`` (``REASON``
+By default the whole episode is one growing conversation (multi-turn), so the tokens a trainer optimises are
+exactly the tokens the policy saw and sampled. With ``page_history="actions"`` each turn is its own two-message
+prompt instead (:func:`observation_actions_message`: the latest page whole, the actions taken so far as a list),
+which stays bounded however long the task. Two response styles exist: ``"compact"`` (``REASON``
 and ``ACTION`` only; the default, suited to small models) and ``"paper"`` (the paper's five
 sections). :func:`format_policy_response` is the one writer of the format;
 :func:`dynaweb_env.actions.read_action` (what both envs use) and
@@ -28,12 +30,19 @@ from .actions import describe_actions
 from .observation import render_observation
 
 ResponseStyle = Literal["compact", "paper"]
-#: How the pages after the first appear in the conversation: ``"full"`` (every page whole, the default) or
-#: ``"edits"`` (:func:`observation_edits_message`, where that is shorter).
-PageHistory = Literal["full", "edits"]
+#: How the pages after the first appear: in one growing conversation, ``"full"`` (every page whole, the default) or
+#: ``"edits"`` (:func:`observation_edits_message`, where that is shorter); or ``"actions"``: a prompt of its own each
+#: turn, the latest page whole and the earlier turns as the list of their actions (:func:`observation_actions_message`).
+PageHistory = Literal["full", "edits", "actions"]
 PAGE_HISTORIES: tuple[str, ...] = get_args(PageHistory)
 #: The command-line help of every tool's ``page_history`` option.
-PAGE_HISTORY_HELP = "Pages after the first: whole (full), or as edits of the page before (edits)."
+PAGE_HISTORY_HELP = (
+    "Pages after the first: whole (full) or as edits of the page before (edits) in one growing conversation, or a "
+    "prompt of its own each turn with the latest page and the actions so far (actions)."
+)
+#: Characters of one earlier action kept in an ``"actions"`` history (a model's answer is bounded, a replayed one
+#: may not be).
+MAX_HISTORY_ACTION_CHARS = 200
 
 
 def check_page_history(page_history: str) -> str:
@@ -162,6 +171,34 @@ def observation_edits_message(previous_axtree: str, observation: dict[str, str],
     return edits if len(edits) < len(whole) else whole
 
 
+def observation_actions_message(observation: dict[str, str], actions: Sequence[str], max_axtree_chars: int = 0) -> str:
+    r"""The user-turn text of a turn that has a prompt of its own (``page_history="actions"``): the page whole, then the
+    actions the episode has taken, in order (each cut to :data:`MAX_HISTORY_ACTION_CHARS`), in place of the
+    observation's single ``PREVIOUS ACTION``.
+
+    >>> page = {"goal": "Enter Ann", "url": "u", "axtree": "[5] textbox 'Name' value='Ann'",
+    ...         "last_action": "type [5] [Ann] [0]"}
+    >>> print(observation_actions_message(page, ["click [5]", "type [5] [Ann] [0]"]))
+    OBJECTIVE: Enter Ann
+    URL: u
+    OBSERVATION:
+    [5] textbox 'Name' value='Ann'
+    PREVIOUS ACTIONS:
+    1. click [5]
+    2. type [5] [Ann] [0]
+    """
+    page = observation_message({**observation, "last_action": "", "last_action_error": ""}, max_axtree_chars)
+    parts = [page]
+    if actions:
+        parts.append("PREVIOUS ACTIONS:")
+        parts += [
+            f"{index}. {' '.join(action.split())[:MAX_HISTORY_ACTION_CHARS]}" for index, action in enumerate(actions, 1)
+        ]
+    if observation.get("last_action_error"):
+        parts.append(f"PREVIOUS ACTION ERROR: {observation['last_action_error']}")
+    return "\n".join(parts)
+
+
 def format_policy_response(reasoning: str, action: str) -> str:
     """A response in the compact format: how expert demonstrations are written as policy turns."""
     return f"REASON: {' '.join(reasoning.split()) or 'N/A'}\nACTION: {action}"
@@ -184,6 +221,8 @@ __all__ = [
     "policy_system_prompt",
     "observation_message",
     "observation_edits_message",
+    "observation_actions_message",
+    "MAX_HISTORY_ACTION_CHARS",
     "EDITS_HEADER",
     "PAGE_HISTORIES",
     "PAGE_HISTORY_HELP",

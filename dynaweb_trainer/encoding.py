@@ -28,6 +28,13 @@ Boundary handling (documented, tested in ``tests/test_encoding.py``):
   user message and slicing after the last EOS, as TRL does for tool results, so any chat template
   that renders past turns unchanged works.
 
+With ``page_history="actions"`` an episode is not one sequence: every turn has a prompt of its own,
+``[system, user(latest page whole + the actions so far)]`` with the generation prompt
+(:func:`dynaweb_env.agent.observation_actions_message`), so a long task's prompt stays bounded.
+``completion_ids`` then holds the assistant turns alone, ``turn_prompts`` each turn's prompt, and
+:meth:`EncodedEpisode.turns` gives the ``(prompt, answer)`` pairs SFT trains on; ``input_ids`` is always
+the prompt the policy answers next.
+
 Expert demonstrations (:func:`encode_expert_trajectory`) go through the same
 :class:`EpisodeEncoder`: each expert step becomes ``format_policy_response(reasoning, action)`` +
 EOS, i.e. exactly the tokens a policy that had sampled those words would have produced.
@@ -44,6 +51,7 @@ from dynaweb_env.agent import (
     check_page_history,
     format_policy_response,
     initial_conversation,
+    observation_actions_message,
     observation_edits_message,
     observation_message,
 )
@@ -69,6 +77,8 @@ class EncodedEpisode:
             ``0.0`` on env tokens, :data:`UNKNOWN_LOGPROB` (NaN) where the policy did not sample the
             token (expert turns).
         turn_spans: ``(start, end)`` index ranges of the assistant turns inside ``completion_ids``.
+        turn_prompts: With a prompt of its own each turn (``page_history="actions"``): every turn's prompt in order,
+            the last one that of the turn the policy answers next; empty for one growing conversation.
     """
 
     prompt_ids: list[int]
@@ -76,8 +86,16 @@ class EncodedEpisode:
     env_mask: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     turn_spans: list[tuple[int, int]] = field(default_factory=list)
+    turn_prompts: list[list[int]] = field(default_factory=list)
     #: The last page encoded (its tree): what an ``"edits"`` history writes the next page against.
     page: str = field(default="", repr=False, compare=False)
+    #: The actions taken so far, as the env reported them (``last_action``): an ``"actions"`` history lists them.
+    actions: list[str] = field(default_factory=list, repr=False, compare=False)
+
+    @property
+    def per_turn(self) -> bool:
+        """Whether each turn has a prompt of its own (``page_history="actions"``)."""
+        return bool(self.turn_prompts)
 
     @property
     def num_turns(self) -> int:
@@ -90,8 +108,21 @@ class EncodedEpisode:
 
     @property
     def input_ids(self) -> list[int]:
-        """``prompt_ids + completion_ids``: the whole episode as the model reads it."""
-        return self.prompt_ids + self.completion_ids
+        """The prompt of the policy's next turn: ``prompt_ids + completion_ids`` (the whole episode as the model reads
+        it), or with a prompt each turn the last of ``turn_prompts``."""
+        return list(self.turn_prompts[-1]) if self.turn_prompts else self.prompt_ids + self.completion_ids
+
+    def turns(self) -> list[tuple[list[int], list[int]]]:
+        """``(prompt, answer)`` token ids of every assistant turn: its own prompt with a prompt each turn, else the
+        episode up to that turn."""
+        full = self.prompt_ids + self.completion_ids
+        return [
+            (
+                list(self.turn_prompts[index]) if self.turn_prompts else full[: len(self.prompt_ids) + start],
+                self.completion_ids[start:end],
+            )
+            for index, (start, end) in enumerate(self.turn_spans)
+        ]
 
     def add_policy_turn(self, token_ids: Sequence[int], logprobs: Sequence[float] | None = None) -> None:
         """Append one assistant turn (tokens as sampled, ending with EOS if it stopped normally)."""
@@ -122,6 +153,7 @@ class EncodedEpisode:
             "completion_ids": list(self.completion_ids),
             "env_mask": list(self.env_mask),
             "logprobs": list(self.logprobs),
+            **({"turn_prompts": [list(prompt) for prompt in self.turn_prompts]} if self.turn_prompts else {}),
         }
 
 
@@ -135,8 +167,9 @@ class EpisodeEncoder:
             :func:`dynaweb_env.observation.truncate_axtree` (``0``: never cut).
         page_history: ``"full"`` writes every page whole; ``"edits"`` writes each page after the first as the edits
             of the page before where that is shorter (:func:`dynaweb_env.agent.observation_edits_message`), which
-            keeps long tasks' episodes within a completion budget. A policy is evaluated with the history it was
-            trained with.
+            keeps long tasks' episodes within a completion budget; ``"actions"`` gives every turn a prompt of its own
+            (the latest page whole, the actions so far listed), bounded however long the episode. A policy is
+            evaluated with the history it was trained with.
 
     Example:
         >>> encoder = EpisodeEncoder(tokenizer)
@@ -197,9 +230,23 @@ class EpisodeEncoder:
         """Chat template of ``[system, first observation]`` with the generation prompt."""
         return self._template_ids(self.conversation(observation), add_generation_prompt=True)
 
+    @property
+    def per_turn(self) -> bool:
+        """Whether every turn has a prompt of its own (``page_history="actions"``)."""
+        return self.page_history == "actions"
+
     def start(self, observation: dict[str, str]) -> EncodedEpisode:
         """A new episode whose prompt is the first observation."""
-        return EncodedEpisode(prompt_ids=self.prompt_ids(observation), page=observation["axtree"])
+        prompt = self.prompt_ids(observation)
+        return EncodedEpisode(
+            prompt_ids=prompt, turn_prompts=[prompt] if self.per_turn else [], page=observation["axtree"]
+        )
+
+    def turn_prompt_ids(self, observation: dict[str, str], actions: Sequence[str]) -> list[int]:
+        """A turn's own prompt: ``[system, user(page + actions so far)]`` with the generation prompt."""
+        message = observation_actions_message(observation, actions, self.max_axtree_chars)
+        conversation = [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": message}]
+        return self._template_ids(conversation, add_generation_prompt=True)
 
     def observation_turn_ids(self, observation: dict[str, str], previous_page: str | None = None) -> list[int]:
         """Tokens between the EOS ending an assistant turn and the next assistant generation prompt (with an
@@ -222,7 +269,10 @@ class EpisodeEncoder:
         return [*self.tokenizer.encode(response, add_special_tokens=False), self.eos_token_id]
 
     def observation_tokens(self, episode: EncodedEpisode, observation: dict[str, str]) -> list[int]:
-        """The env tokens :meth:`add_observation` would append: a closing EOS after a truncated turn, then the turn."""
+        """The env tokens :meth:`add_observation` would append: a closing EOS after a truncated turn, then the turn
+        (with a prompt each turn: the next turn's whole prompt)."""
+        if episode.per_turn:
+            return self.turn_prompt_ids(observation, [*episode.actions, observation.get("last_action", "")])
         closing = (
             [self.eos_token_id] if episode.completion_ids and episode.completion_ids[-1] != self.eos_token_id else []
         )
@@ -232,8 +282,14 @@ class EpisodeEncoder:
         self, episode: EncodedEpisode, observation: dict[str, str], tokens: Sequence[int] | None = None
     ) -> None:
         """Close the last assistant turn if it was truncated, then append the observation turn (``tokens``: what
-        :meth:`observation_tokens` returned for it, when the caller already has them)."""
-        episode.add_env_tokens(self.observation_tokens(episode, observation) if tokens is None else tokens)
+        :meth:`observation_tokens` returned for it, when the caller already has them). With a prompt each turn, the
+        next turn's prompt is added to ``turn_prompts`` instead."""
+        tokens = self.observation_tokens(episode, observation) if tokens is None else tokens
+        if episode.per_turn:
+            episode.turn_prompts.append(list(tokens))
+        else:
+            episode.add_env_tokens(tokens)
+        episode.actions.append(observation.get("last_action", ""))
         episode.page = observation["axtree"]
 
     def decode_turn(self, token_ids: Sequence[int]) -> str:

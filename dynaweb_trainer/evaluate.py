@@ -80,7 +80,8 @@ class EvalConfig:
             Cut accessibility trees in prompts to this many characters (`0`: never); `dynaweb-train`'s default, as
             the policy must see what it trained on.
         page_history (`str`, *optional*, defaults to `"full"`):
-            Pages after the first whole or as edits of the page before (`"edits"`): the policy's training value.
+            Pages after the first whole, as edits of the page before (`"edits"`), or a prompt of its own each turn
+            (`"actions"`): the policy's training value.
         response_style (`str`, *optional*, defaults to `"compact"`):
             System prompt / response format the policy was trained with (`"compact"` or `"paper"`).
         seed (`int`, *optional*, defaults to `0`):

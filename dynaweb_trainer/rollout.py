@@ -395,7 +395,8 @@ def run_episodes(
             else:
                 encoded = episode.result.encoded
                 turn = encoder.observation_tokens(encoded, episode.observation)
-                needed = len(encoded.completion_ids) + len(turn) + sampling.max_new_tokens
+                # One growing conversation holds every turn; a prompt of its own each turn, only itself.
+                needed = (0 if encoded.per_turn else len(encoded.completion_ids)) + len(turn) + sampling.max_new_tokens
                 if max_completion_length is not None and needed > max_completion_length:
                     finish(slot, "max_tokens")
                 else:

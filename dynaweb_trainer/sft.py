@@ -83,7 +83,9 @@ class PolicySFTConfig(TrajectorySFTConfig):
             at evaluation and RL time, so the policy sees what it was trained on.
         page_history (`str`, *optional*, defaults to `"full"`):
             Pages after the first whole (`"full"`) or as edits of the page before (`"edits"`), see
-            [`dynaweb_env.agent.observation_edits_message`]; the same value at evaluation and RL time.
+            [`dynaweb_env.agent.observation_edits_message`], or `"actions"`: every turn its own example, the latest
+            page and the actions so far ([`dynaweb_env.agent.observation_actions_message`]); the same value at
+            evaluation and RL time.
         use_peft (`bool`, *optional*, defaults to `True`):
             Train a LoRA adapter (peft) instead of all weights.
         lora_r (`int`, *optional*, defaults to `16`):
@@ -192,7 +194,8 @@ def build_sft_dataset(
     system_prompt: str = POLICY_SYSTEM_PROMPT,
     page_history: str = "full",
 ) -> Any:
-    """A pre-tokenized ``datasets.Dataset`` (``input_ids``, ``labels``, ``trajectory_id``), one row per episode.
+    """A pre-tokenized ``datasets.Dataset`` (``input_ids``, ``labels``, ``trajectory_id``), one row per episode (one
+    per turn with ``page_history="actions"``, each turn's own prompt and answer).
 
     Every trajectory is encoded by :func:`dynaweb_trainer.encoding.encode_expert_trajectory`, the encoding
     the RL trainer uses, so SFT and GSPO optimise the same tokens.
@@ -205,9 +208,11 @@ def build_sft_dataset(
     rows = []
     for trajectory in trajectories:
         episode = encode_expert_trajectory(encoder, trajectory)
-        row = build_sft_example(episode.prompt_ids, episode.completion_ids, episode.env_mask)
-        row["trajectory_id"] = trajectory.id
-        rows.append(row)
+        if episode.per_turn:
+            examples = [build_sft_example(prompt, answer, [1] * len(answer)) for prompt, answer in episode.turns()]
+        else:
+            examples = [build_sft_example(episode.prompt_ids, episode.completion_ids, episode.env_mask)]
+        rows += [{**row, "trajectory_id": trajectory.id} for row in examples]
     return Dataset.from_list(rows)
 
 
@@ -253,6 +258,7 @@ def build_sft_trainer(
     check_policy_tokens_kept(dataset["labels"], config.max_length)
     data_stats = {
         "trajectories": len(trajectories),
+        "examples": len(lengths),
         "tasks": dict(Counter(t.task_id for t in trajectories)),
         "tokens": sum(lengths),
         "policy_tokens": sum(sum(label != IGNORE_INDEX for label in labels) for labels in dataset["labels"]),

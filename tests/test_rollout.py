@@ -114,6 +114,25 @@ def test_an_edits_history_rolls_out_token_in_token_out(tokenizer):
         assert tokenizer.decode(second_prompt).count("OBJECTIVE:") == 1  # the hovered page: edits, not the page
 
 
+def test_an_actions_history_rolls_out_with_a_prompt_a_turn(tokenizer):
+    def answer(prompt: str) -> str:  # hover first, then click, read off the listed actions
+        target = prompt.rsplit("Click the button named '", 1)[1].split("'", 1)[0]
+        index = ["ONE", "TWO", "THREE", "FOUR"].index(target) + 1
+        return f"ACTION: click [{index}]" if "1. hover" in prompt else f"ACTION: hover [{index}]"
+
+    env = make_click_button_vector_env(2, max_steps=4)
+    encoder = EpisodeEncoder(tokenizer, page_history="actions")
+    policy = ScriptedPolicy(tokenizer, answer)
+    options = [{"task": TASK_ID, "task_seed": seed} for seed in (0, 1)]
+    results = run_episodes(env, policy, encoder, options, SamplingParams(max_new_tokens=32), max_steps=4, seed=1)
+    assert all(result.success and result.num_steps == 2 for result in results)
+    for result, first, second in zip(results, policy.batches[0], policy.batches[1], strict=True):
+        # Each turn was given its own prompt, the one the episode records for it (what SFT would train on).
+        assert [first, second] == [prompt for prompt, _ in result.encoded.turns()]
+        assert len(second) < 1.2 * len(first) and tokenizer.decode(second).count("OBJECTIVE:") == 1
+        assert result.actions == [result.encoded.actions[0], result.actions[1]]
+
+
 def test_groups_share_a_start_and_idle_slots_are_parked(tokenizer):
     env = make_click_button_vector_env(4, max_steps=3)
     calls = []
