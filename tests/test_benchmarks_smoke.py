@@ -339,6 +339,10 @@ def test_expert_agreement_scores_every_turn_of_held_out_expert_episodes(tmp_path
     assert {key: rescored[key] for key in ("all", "per_task", "per_turn")} == {
         key: report[key] for key in ("all", "per_task", "per_turn")
     }
+    # A prompt of its own each turn: the same turns asked, each with its own prompt.
+    argv += ["--page-history", "actions", "--output", str(tmp_path / "b.json")]
+    per_turn = run_main("expert_agreement", argv)
+    assert per_turn["all"]["turns"] == turns and per_turn["observation"]["page_history"] == "actions"
     # The rule: the same parsed action; the same verb and element with other text; no action at all.
     expert = "type [21] [New York]"
     assert compare("REASON: r\nACTION: type [21] [New York]", expert) == (True, True, False, False)
