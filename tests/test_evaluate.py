@@ -261,10 +261,12 @@ def test_interrupted_evaluation_resumes_where_it_stopped(tmp_path):
 
 
 @pytest.mark.browser
-def test_tiny_random_policy_runs_end_to_end(tmp_path, capsys):
+@pytest.mark.parametrize("page_history", ["full", "actions"])
+def test_tiny_random_policy_runs_end_to_end(tmp_path, capsys, page_history):
     output = tmp_path / "tiny.json"
     status = main(["--policy", "tiny-random", "--tasks", "miniwob.click-button", "--seeds", "3-4", "--num-envs", "2",
-                   "--max-steps", "2", "--max-new-tokens", "12", "--output", str(output)])  # fmt: skip
+                   "--max-steps", "2", "--max-new-tokens", "12", "--page_history", page_history,
+                   "--output", str(output)])  # fmt: skip
     assert status == 0
     printed = capsys.readouterr().out
     assert "miniwob.click-button" in printed and "success rate" in printed
@@ -275,6 +277,7 @@ def test_tiny_random_policy_runs_end_to_end(tmp_path, capsys):
         assert 1 <= episode["steps"] <= 2 and len(episode["responses"]) == episode["steps"]
         assert episode["success"] in (True, False) and episode["end_reason"] in ("terminated", "truncated", "max_steps")
     assert saved["command"].startswith("dynaweb-eval --policy tiny-random")
+    assert saved["config"]["page_history"] == page_history
 
 
 def test_server_policy_turns_always_carry_token_ids(tokenizer):
