@@ -227,8 +227,9 @@ class GSPOConfig(GRPOConfig, DreamEnvSettings, LoraSettings):
         page_history (`str`, *optional*, defaults to `"full"`):
             How pages after the first appear in the episode: `"full"`, or `"edits"` (each page as the edits of the
             page before where shorter, `dynaweb_env.agent.observation_edits_message`: long tasks' episodes fit the
-            completion budget). Train, evaluate and SFT a policy with the same value. (`"actions"`, a prompt of its
-            own each turn, is for `dynaweb-sft` and `dynaweb-eval`; GSPO here optimises one conversation an episode.)
+            completion budget), or `"actions"`: a prompt of its own each turn, the latest page whole and the actions
+            so far; every turn is then a row of the update with its episode's advantage
+            (`dynaweb_trainer.turn_rows`). Train, evaluate and SFT a policy with the same value.
         max_turn_tokens (`int`, *optional*, defaults to `256`):
             Token budget of one policy turn.
         use_engine (`bool`, *optional*, defaults to `False`):
@@ -347,7 +348,7 @@ class GSPOConfig(GRPOConfig, DreamEnvSettings, LoraSettings):
     )
     page_history: str = field(
         default="full",
-        metadata={"help": PAGE_HISTORY_HELP, "choices": [name for name in PAGE_HISTORIES if name != "actions"]},
+        metadata={"help": PAGE_HISTORY_HELP, "choices": list(PAGE_HISTORIES)},
     )
     max_turn_tokens: int = field(default=256, metadata={"help": "Token budget of one policy turn."})
     use_engine: bool = field(
@@ -407,11 +408,7 @@ class GSPOConfig(GRPOConfig, DreamEnvSettings, LoraSettings):
             raise ValueError(
                 f"num_envs must be >= 1 or None and max_axtree_chars >= 0, got {self.num_envs}, {self.max_axtree_chars}"
             )
-        if check_page_history(self.page_history) == "actions":
-            raise ValueError(
-                "page_history='actions' (a prompt of its own each turn) is for dynaweb-sft and dynaweb-eval; GSPO "
-                "training here optimises one growing conversation an episode: use --page_history edits or full"
-            )
+        check_page_history(self.page_history)
         if self.max_completion_length is not None and self.max_completion_length < self.max_turn_tokens:
             raise ValueError(
                 f"max_completion_length ({self.max_completion_length}) must be >= max_turn_tokens "

@@ -3,7 +3,8 @@
 :class:`DynaWebRollout` runs each call's groups on the vector envs with
 :func:`~dynaweb_trainer.rollout.run_episodes` (one batched policy call per turn, one env step per
 turn), after replacing some slots by expert replays (:mod:`~dynaweb_trainer.expert_pool`), and
-returns token ids, sampling log-probs and ``env_mask`` (:func:`rollout_output`).
+returns token ids, sampling log-probs and ``env_mask`` (:func:`rollout_output`): one row an episode, or with a
+prompt of its own each turn one row a turn (:mod:`~dynaweb_trainer.turn_rows`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from .metrics import count_env_steps
 from .rollout import EpisodeResult, RolloutStats, expert_result, run_episodes
 from .task_queries import ENV_KINDS, START_STATE_ID, StartStateIndex, load_start_state_index, parse_task_prompt
 from .trainer_policy import trainer_policy
+from .turn_rows import turn_rows
 
 
 class DynaWebRollout:
@@ -64,6 +66,8 @@ class DynaWebRollout:
         self.last_results: list[EpisodeResult] = []
         self.total_stats = RolloutStats()
         self.episode_log: EpisodeLog | None = None
+        #: Rows an episode with a prompt each turn (``turn_rows.per_turn_args``), else 0: one row an episode.
+        self.turn_slots: int = getattr(args, "turn_slots", 0)
 
     def env(self, kind: str, batch_size: int) -> Any:
         """The vector env of ``kind`` (built on first use)."""
@@ -110,6 +114,8 @@ class DynaWebRollout:
         )
 
     def __call__(self, prompts: list[str], trainer: Any) -> dict[str, Any]:
+        if self.turn_slots:  # TRL repeated each query num_generations x T times: one episode per T rows
+            prompts = self.episode_prompts(prompts)
         queries = [parse_task_prompt(prompt) for prompt in prompts]
         process = trainer.accelerator.process_index
         rng = np.random.default_rng([self.args.seed, trainer.state.global_step, self.calls, process])
@@ -134,7 +140,16 @@ class DynaWebRollout:
         count_env_steps(trainer, results)
         self.last_results = list(results)
         self.log_episodes(trainer, results)
-        return rollout_output(results, stats)
+        return rollout_output(results, stats, self.turn_slots, self.encoder.eos_token_id)
+
+    def episode_prompts(self, prompts: list[str]) -> list[str]:
+        """Every ``turn_slots``-th prompt: TRL's rows a turn, back to one per episode (``ValueError`` if TRL's blocks
+        are not ``turn_slots`` copies of one query)."""
+        slots = self.turn_slots
+        blocks = [prompts[start : start + slots] for start in range(0, len(prompts), slots)]
+        if any(len(block) != slots or len(set(block)) != 1 for block in blocks):
+            raise ValueError(f"TRL's prompts do not come in blocks of {slots} copies of one task query")
+        return [block[0] for block in blocks]
 
     def judge_groups(self, prompts: list[str], results: list[EpisodeResult | None], seed: int) -> None:
         """Group-relative judging (``reward_guards.group_judging``): score the dreams of each group together.
@@ -258,13 +273,24 @@ class DynaWebRollout:
         self.episode_log.append(results, trainer.state.global_step, self.calls - 1)
 
 
-def rollout_output(results: Sequence[EpisodeResult], stats: RolloutStats) -> dict[str, Any]:
-    """The ``rollout_func`` dict of a list of episodes (see :class:`DynaWebRollout`)."""
+def rollout_output(
+    results: Sequence[EpisodeResult], stats: RolloutStats, turn_slots: int = 0, eos_token_id: int = 0
+) -> dict[str, Any]:
+    """The ``rollout_func`` dict of a list of episodes (see :class:`DynaWebRollout`): one row an episode, or with
+    ``turn_slots`` rows an episode (:func:`~dynaweb_trainer.turn_rows.turn_rows`, ``eos_token_id`` filling empty
+    rows), each episode's other fields repeated on its rows."""
+    if turn_slots:
+        tokens = turn_rows(results, turn_slots, eos_token_id)
+        results = [result for result in results for _ in range(turn_slots)]
+    else:
+        tokens = {
+            "prompt_ids": [result.encoded.prompt_ids for result in results],
+            "completion_ids": [result.encoded.completion_ids for result in results],
+            "logprobs": [result.encoded.logprobs for result in results],
+            "env_mask": [result.encoded.env_mask for result in results],
+        }
     return {
-        "prompt_ids": [result.encoded.prompt_ids for result in results],
-        "completion_ids": [result.encoded.completion_ids for result in results],
-        "logprobs": [result.encoded.logprobs for result in results],
-        "env_mask": [result.encoded.env_mask for result in results],
+        **tokens,
         "reward": [float(result.reward) for result in results],
         "success": [bool(result.success) for result in results],
         "source": [result.source for result in results],

@@ -198,6 +198,11 @@ def check_query_count(args: GSPOConfig, count: int) -> None:
         )
 
 
+def task_ids_of(prompts: Iterable[str]) -> list[str]:
+    """Every task id a list of task-query prompts names (dream and real), sorted."""
+    return sorted({parse_task_prompt(prompt)["task_id"] for prompt in prompts})
+
+
 def real_tasks_of(prompts: Iterable[str]) -> list[str]:
     """The real task ids a list of task-query prompts names, sorted."""
     queries = [parse_task_prompt(prompt) for prompt in prompts]

@@ -39,8 +39,9 @@ from .labelled_head import completion_logps_and_entropies
 from .metrics import DynaWebProgressCallback, EnvStepCounter, RunClock, environment_reward
 from .model_loading import last_checkpoint, load_model_and_tokenizer
 from .rollout_func import DynaWebRollout
-from .task_queries import build_train_dataset, check_query_count, real_tasks_of
+from .task_queries import build_train_dataset, check_query_count, real_tasks_of, task_ids_of
 from .trainer_policy import require_vllm
+from .turn_rows import per_turn_args, turn_slots
 
 
 class DynaWebTrainer(PerTokenLogpsOverride, GRPOTrainer):
@@ -84,6 +85,9 @@ class DynaWebTrainer(PerTokenLogpsOverride, GRPOTrainer):
         else:
             real_tasks = real_tasks_of(train_dataset["prompt"])
         check_query_count(args, len(train_dataset))
+        if args.page_history == "actions":  # a row a turn: TRL sees T rows an episode (see turn_rows)
+            slots = turn_slots(task_ids_of(train_dataset["prompt"]), args.agent_max_steps)
+            args = per_turn_args(args, slots)
         if model is None or isinstance(model, (str, Path)):
             model, processing_class, _ = load_model_and_tokenizer(
                 model or args.policy, trainable=True, tokenizer=processing_class

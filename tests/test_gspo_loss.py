@@ -9,7 +9,7 @@ import torch
 from datasets import Dataset
 
 from dynaweb_trainer.config import GSPOConfig
-from dynaweb_trainer.identity_env import TASK_ID, make_click_button_vector_env
+from dynaweb_trainer.identity_env import TASK_ID, expert_trajectory, make_click_button_vector_env
 from dynaweb_trainer.task_queries import make_task_prompt
 from dynaweb_trainer.trainer import DynaWebTrainer
 
@@ -18,7 +18,7 @@ TEMPERATURE = 0.7
 EPS_LOW, EPS_HIGH = 0.2, 0.28
 
 
-def _trainer(tmp_path, **overrides) -> DynaWebTrainer:
+def _trainer(tmp_path, experts=None, **overrides) -> DynaWebTrainer:
     torch.manual_seed(0)
     values = dict(
         output_dir=str(tmp_path / "run"), policy="tiny-random", use_peft=False, environment="real",
@@ -33,6 +33,7 @@ def _trainer(tmp_path, **overrides) -> DynaWebTrainer:
         GSPOConfig(**values),
         train_dataset=Dataset.from_dict({"prompt": prompts}),
         vector_envs={"real": lambda: make_click_button_vector_env(4, max_steps=2)},
+        expert_trajectories=experts,
     )
 
 
@@ -154,6 +155,45 @@ def test_rollout_env_mask_reaches_the_loss(tmp_path):
     # so every s_i is 1 and the loss is -mean(A_i)).
     loss = trainer.compute_loss(trainer.model, inputs)
     torch.testing.assert_close(loss.detach(), -inputs["advantages"].mean(), rtol=1e-5, atol=1e-6)
+
+
+def test_a_prompt_each_turn_makes_a_row_each_turn_with_its_episodes_advantage(tmp_path):
+    """page_history='actions': TRL gets T rows an episode, each turn under its own prompt, empty rows weigh nothing,
+    and a real update runs on them."""
+    # Half the episodes are expert replays (reward 1), so advantages differ and the update moves the weights.
+    experts = [expert_trajectory(seed) for seed in range(2)]
+    trainer = _trainer(
+        tmp_path, experts, page_history="actions", per_device_train_batch_size=2, num_generations=2, expert_frac=0.5
+    )
+    args, slots = trainer.args, 2  # agent_max_steps=2, and the identity task has no longer limit
+    assert (args.num_generations, args.gradient_accumulation_steps, args.loss_type) == (4, 2, "grpo")
+    assert trainer.rollout_func.turn_slots == slots and trainer.num_generations == 4
+    trainer.model.train()
+    batch = next(iter(trainer.get_train_dataloader()))
+    inputs = trainer._generate_and_score_completions(batch)
+    results = trainer.rollout_func.last_results
+    assert len(results) == 2 and inputs["completion_ids"].shape[0] == 2 * slots  # one query, two episodes
+    eos = trainer.processing_class.eos_token_id
+    for episode, result in enumerate(results):
+        turns = result.encoded.turns()
+        for slot in range(slots):
+            row = episode * slots + slot
+            n = int(inputs["completion_mask"][row].sum())
+            completion, mask = inputs["completion_ids"][row, :n].tolist(), inputs["tool_mask"][row, :n].tolist()
+            if slot < len(turns):  # this turn's answer, trained on, after this turn's prompt
+                assert completion == turns[slot][1] and mask == [1] * n
+                prompt = inputs["prompt_ids"][row][inputs["prompt_mask"][row].bool()].tolist()
+                assert prompt == turns[slot][0]
+            else:  # an empty slot: one EOS, masked
+                assert completion == [eos] and mask == [0]
+        # Every row of an episode has its advantage.
+        advantages = inputs["advantages"][episode * slots : (episode + 1) * slots]
+        assert torch.all(advantages == advantages[0])
+    assert any(r.num_steps > 1 for r in results) or any(r.num_steps < slots for r in results)
+    before = {name: p.detach().clone() for name, p in trainer.model.named_parameters() if p.requires_grad}
+    trainer.train()  # a real optimizer step on rows a turn
+    after = dict(trainer.model.named_parameters())
+    assert any(not torch.equal(before[name], after[name].detach()) for name in before)
 
 
 @pytest.mark.parametrize("field", ["importance_sampling_level", "loss_type", "beta", "epsilon", "num_generations"])
