@@ -122,6 +122,19 @@ def test_train_dream_end_to_end(tmp_path):
 
 
 @pytest.mark.slow
+def test_train_dream_with_a_prompt_each_turn(tmp_path):
+    """``--page_history actions`` in dreams: the world model's pages reach each turn's own prompt, the update runs on
+    a row a turn."""
+    summary, history = _run(
+        tmp_path, "--env", "dream", "--expert-frac", "0.5", "--max-steps", "1", "--page-history", "actions"
+    )
+    assert summary["global_step"] == 1 and [entry for entry in history if "loss" in entry]
+    assert _lora_b_nonzero(tmp_path / "run")
+    episodes = list(iter_trajectories(tmp_path / "run" / "episodes.jsonl", on_error="raise"))
+    assert {episode.source for episode in episodes} == {"dream", "expert"}  # one record an episode, not a row
+
+
+@pytest.mark.slow
 def test_train_dream_with_group_relative_judging(tmp_path):
     """Reward guards reach the dreams of a GSPO run: each group's dreams are judged together, and recorded."""
     guards = '{"judge_votes": 2, "group_judging": "votes"}'
