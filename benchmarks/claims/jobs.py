@@ -87,7 +87,8 @@ class Budget:
         max_turn_tokens, max_axtree_chars, max_completion_length: Policy turn budget, tree cut (also
             in SFT and evaluation, so the policy always sees what it trained on) and episode cap.
         page_history: How the policy sees pages after the first, in SFT, training and evaluation alike:
-            ``"full"`` (whole) or ``"edits"`` (the edits of the page before; ``EpisodeEncoder``).
+            ``"full"`` (whole), ``"edits"`` (the edits of the page before) or ``"actions"`` (a prompt of its own each
+            turn: the latest page and the actions so far); ``EpisodeEncoder``.
         world_model_max_new_tokens, judge_max_new_tokens: Token budgets of one prediction / verdict.
         save_steps: Checkpoint interval (what an interrupted run loses at most).
         model_steps: Optimizer steps (of 4 examples) of the world model and judge trained on the demonstrations
