@@ -96,41 +96,28 @@ def test_batched_multi_turn_episodes(tokenizer):
     assert trajectory.actions == ["hover [2]", "click [2]"] and trajectory.success and len(trajectory.steps) == 3
 
 
-def test_an_edits_history_rolls_out_token_in_token_out(tokenizer):
-    def answer(prompt: str) -> str:  # hover first, then click: the second page is written as edits (or whole)
+@pytest.mark.parametrize("page_history", ["edits", "actions"])
+def test_a_shorter_history_rolls_out_token_in_token_out(tokenizer, page_history):
+    hovered = "PREVIOUS ACTION: hover" if page_history == "edits" else "1. hover"
+
+    def answer(prompt: str) -> str:  # hover first, then click, once the prompt says it hovered
         target = prompt.rsplit("Click the button named '", 1)[1].split("'", 1)[0]
         index = ["ONE", "TWO", "THREE", "FOUR"].index(target) + 1
-        return f"ACTION: click [{index}]" if "PREVIOUS ACTION: hover" in prompt else f"ACTION: hover [{index}]"
+        return f"ACTION: click [{index}]" if hovered in prompt else f"ACTION: hover [{index}]"
 
     env = make_click_button_vector_env(2, max_steps=4)
-    encoder = EpisodeEncoder(tokenizer, page_history="edits")
-    policy = ScriptedPolicy(tokenizer, answer)
-    options = [{"task": TASK_ID, "task_seed": seed} for seed in (0, 1)]
-    results = run_episodes(env, policy, encoder, options, SamplingParams(max_new_tokens=32), max_steps=4, seed=1)
-    assert all(result.success and result.num_steps == 2 for result in results)
-    for result, second_prompt in zip(results, policy.batches[1], strict=True):
-        # What the policy was given at its second turn is exactly the encoded episode's prefix.
-        assert second_prompt == result.encoded.input_ids[: len(second_prompt)]
-        assert tokenizer.decode(second_prompt).count("OBJECTIVE:") == 1  # the hovered page: edits, not the page
-
-
-def test_an_actions_history_rolls_out_with_a_prompt_a_turn(tokenizer):
-    def answer(prompt: str) -> str:  # hover first, then click, read off the listed actions
-        target = prompt.rsplit("Click the button named '", 1)[1].split("'", 1)[0]
-        index = ["ONE", "TWO", "THREE", "FOUR"].index(target) + 1
-        return f"ACTION: click [{index}]" if "1. hover" in prompt else f"ACTION: hover [{index}]"
-
-    env = make_click_button_vector_env(2, max_steps=4)
-    encoder = EpisodeEncoder(tokenizer, page_history="actions")
+    encoder = EpisodeEncoder(tokenizer, page_history=page_history)
     policy = ScriptedPolicy(tokenizer, answer)
     options = [{"task": TASK_ID, "task_seed": seed} for seed in (0, 1)]
     results = run_episodes(env, policy, encoder, options, SamplingParams(max_new_tokens=32), max_steps=4, seed=1)
     assert all(result.success and result.num_steps == 2 for result in results)
     for result, first, second in zip(results, policy.batches[0], policy.batches[1], strict=True):
-        # Each turn was given its own prompt, the one the episode records for it (what SFT would train on).
-        assert [first, second] == [prompt for prompt, _ in result.encoded.turns()]
-        assert len(second) < 1.2 * len(first) and tokenizer.decode(second).count("OBJECTIVE:") == 1
-        assert result.actions == [result.encoded.actions[0], result.actions[1]]
+        assert tokenizer.decode(second).count("OBJECTIVE:") == 1  # edits: the hovered page not whole; actions: one
+        if page_history == "edits":  # the second turn's prompt is exactly the encoded episode's prefix
+            assert second == result.encoded.input_ids[: len(second)]
+        else:  # each turn had its own prompt, the one the episode records for it (what SFT trains on)
+            assert [first, second] == [prompt for prompt, _ in result.encoded.turns()]
+            assert len(second) < 1.2 * len(first) and result.encoded.actions == result.actions[:1]
 
 
 def test_groups_share_a_start_and_idle_slots_are_parked(tokenizer):
