@@ -198,15 +198,15 @@ def check_query_count(args: GSPOConfig, count: int) -> None:
         )
 
 
-def task_ids_of(prompts: Iterable[str]) -> list[str]:
-    """Every task id a list of task-query prompts names (dream and real), sorted."""
-    return sorted({parse_task_prompt(prompt)["task_id"] for prompt in prompts})
+def task_ids_of(prompts: Iterable[str], env: str | None = None) -> list[str]:
+    """The task ids a list of task-query prompts names (of ``env`` only, if given), sorted."""
+    queries = [parse_task_prompt(prompt) for prompt in prompts]
+    return sorted({query["task_id"] for query in queries if env is None or query["env"] == env})
 
 
 def real_tasks_of(prompts: Iterable[str]) -> list[str]:
     """The real task ids a list of task-query prompts names, sorted."""
-    queries = [parse_task_prompt(prompt) for prompt in prompts]
-    return sorted({query["task_id"] for query in queries if query["env"] == "real"})
+    return task_ids_of(prompts, "real")
 
 
 __all__ = [
