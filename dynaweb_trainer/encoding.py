@@ -235,12 +235,21 @@ class EpisodeEncoder:
         """Whether every turn has a prompt of its own (``page_history="actions"``)."""
         return self.page_history == "actions"
 
-    def start(self, observation: dict[str, str]) -> EncodedEpisode:
-        """A new episode whose prompt is the first observation."""
-        prompt = self.prompt_ids(observation)
-        return EncodedEpisode(
-            prompt_ids=prompt, turn_prompts=[prompt] if self.per_turn else [], page=observation["axtree"]
-        )
+    def start(self, observation: dict[str, str], history: Sequence[str] = ()) -> EncodedEpisode:
+        """A new episode whose prompt is the first observation.
+
+        Args:
+            observation: The first page.
+            history: The actions taken before it, when the episode starts mid-way (DreamWeb-v0's
+                ``start_history``). With a prompt each turn they open the list of previous actions, so a dream
+                that starts mid-way reads as the later turns of a recorded episode do; where none are given, the
+                page's ``last_action`` stands for them. Growing conversations show ``last_action`` alone.
+        """
+        if not self.per_turn:
+            return EncodedEpisode(prompt_ids=self.prompt_ids(observation), page=observation["axtree"])
+        actions = list(history) or ([observation["last_action"]] if observation.get("last_action") else [])
+        prompt = self.turn_prompt_ids(observation, actions)
+        return EncodedEpisode(prompt_ids=prompt, turn_prompts=[prompt], actions=actions, page=observation["axtree"])
 
     def turn_prompt_ids(self, observation: dict[str, str], actions: Sequence[str]) -> list[int]:
         """A turn's own prompt: ``[system, user(page + actions so far)]`` with the generation prompt."""

@@ -258,7 +258,7 @@ class _SubEnvs:
         episode = self.live[slot]
         episode.observation, episode.info = observation, info
         result = episode.result
-        result.encoded = self.encoder.start(observation)
+        result.encoded = self.encoder.start(observation, info.get("start_history", ()))
         result.observations.append(observation)
         result.task_id = str(info.get("task_id", result.options.get("task", "")))
         result.source = str(info.get("source", ""))

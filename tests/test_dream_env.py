@@ -189,6 +189,7 @@ def test_stop_is_judged_and_terminates(start_file):
         "source": "dream",
         "trajectory_id": "click/2",
         "start_step_index": 0,
+        "start_history": (),
     }
     assert observation["axtree"] == TREE and observation["last_action"] == ""
     observation, reward, terminated, truncated, info = env.step("click [13]")
@@ -277,7 +278,9 @@ def test_intermediate_start_state_shows_and_judges_the_recorded_history(start_fi
     env = make_env(start_file, backend)
     observation, info = env.reset(options={"task": "miniwob.enter-text", "task_seed": 3, "step_index": 1})
     assert info["start_step_index"] == 1 and observation["last_action"] == "type [5] [Kay] [0]"
-    env.step("stop [done]")
+    assert info["start_history"] == ("type [5] [Kay] [0]",)
+    _, _, _, _, step_info = env.step("stop [done]")
+    assert "start_history" not in step_info  # reset's alone
     judged = backend.conversations[-1][1]["content"]
     assert "1. type [5] [Kay] [0]\n   ELEMENT: [5] textbox 'name'\n2. stop [done]" in judged
 

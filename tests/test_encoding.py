@@ -201,6 +201,25 @@ def test_an_actions_history_gives_each_turn_its_own_prompt(tokenizer):
     assert listed[1] == "PREVIOUS ACTION ERROR: boom"
 
 
+def test_an_episode_started_mid_way_lists_the_actions_before_it(tokenizer):
+    """A dream from a recorded episode's third page (DreamWeb-v0's ``start_history``) reads as that episode's third
+    turn did; growing conversations show the page's ``last_action`` alone, as before."""
+    trajectory = _trajectory()
+    encoder = EpisodeEncoder(tokenizer, page_history="actions")
+    recorded = encode_expert_trajectory(encoder, trajectory)
+    third = trajectory_observations(trajectory)[2]
+    history = [step.action for step in trajectory.steps[:2]]
+    started = encoder.start(third, history)
+    assert started.input_ids == recorded.turns()[2][0] and started.actions == history
+    encoder.add_observation(started, {**third, "last_action": "click [4]"})
+    assert "1. type [3] [Zoë ☕] [0]\n2. click [4]\n3. click [4]" in tokenizer.decode(started.input_ids)
+    # Without the history, the page's previous action opens the list.
+    assert encoder.start(third).actions == [third["last_action"]]
+    # A growing conversation ignores it.
+    grown = EpisodeEncoder(tokenizer)
+    assert grown.start(third, history).input_ids == grown.start(third).input_ids == grown.prompt_ids(third)
+
+
 def test_an_actions_history_bounds_the_prompt_of_a_long_episode(tokenizer):
     """Twenty turns: a growing conversation grows with every page, a prompt of its own each turn stays one page."""
     steps = [

@@ -344,6 +344,26 @@ def test_dream_episodes_with_world_model_and_judge(tokenizer):
     assert sum(result.world_model_errors for result in results) >= 1
 
 
+def test_a_dream_started_mid_way_lists_its_recorded_actions(tokenizer):
+    """With a prompt each turn, a dream from an intermediate start state opens with every recorded action before it
+    (DreamWeb-v0's ``start_history``), as that recorded episode's turn read in SFT."""
+    from dynaweb_env.data.start_states import load_start_states
+    from dynaweb_trainer.env_factory import make_vector_env
+
+    state = next(s for s in load_start_states(include_intermediate=True) if len(s.history) >= 2)
+    args = GSPOConfig(output_dir="/tmp/unused", world_model="tiny-random", judge="world_model",
+                      world_model_max_new_tokens=8, judge_max_new_tokens=8, dream_length=1)  # fmt: skip
+    env = make_vector_env("dream", args, num_envs=1)
+    policy = ScriptedPolicy(tokenizer, lambda prompt: "REASON: stop.\nACTION: stop [done]")
+    encoder = EpisodeEncoder(tokenizer, page_history="actions")
+    (result,) = run_episodes(env, policy, encoder, [{"start_state": state.to_dict()}],
+                             SamplingParams(max_new_tokens=16), max_steps=1, seed=0)  # fmt: skip
+    env.close()
+    first = tokenizer.decode(result.encoded.turn_prompts[0])
+    listed = "\n".join(f"{i}. {' '.join(action.split())[:200]}" for i, action in enumerate(state.history, 1))
+    assert f"PREVIOUS ACTIONS:\n{listed}" in first and "PREVIOUS ACTION:" not in first
+
+
 class _DreamLikeClickEnv(gym.Wrapper):
     """The identity task reset from a dream start state (its ``task_seed`` picks the target), reporting
     ``source="dream"``: a stand-in for DreamWeb-v0 whose rewards are known, to test which groups are re-dreamed."""

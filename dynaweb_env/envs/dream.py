@@ -403,7 +403,8 @@ class DreamWebEnv(gym.Env[dict[str, str], str]):
       and judges it, for hosts that end episodes themselves (a turn cap, a model that stops calling tools).
 
     ``info`` carries ``task_id``, ``source="dream"``, ``trajectory_id``, ``start_step_index`` (of
-    the start state in its recording), ``dream_step``, ``changes`` (the predicted Δ),
+    the start state in its recording; ``reset``'s info adds ``start_history``, the recorded actions before it),
+    ``dream_step``, ``changes`` (the predicted Δ),
     ``world_model_error`` (``""`` if the output was well-formed), ``judged`` (the reward is the
     dream's verdict: ``True`` on a final step whose judge gave a readable verdict, or that needed none; ``False``
     before the end, after a backend failure, and when the judge's output held no verdict) and, on the final step,
@@ -447,7 +448,7 @@ class DreamWebEnv(gym.Env[dict[str, str], str]):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
         self._episode = DreamEpisode.begin(choose_start_state(self.start_states, self.np_random, options))
-        return self._episode.observation(), self._episode.reset_info()
+        return self._episode.observation(), self._episode.start_info()
 
     def step(self, action: str):
         if self._episode is None:

@@ -61,6 +61,10 @@ class DreamEpisode:
             "start_step_index": self.start.step_index,
         }
 
+    def start_info(self) -> dict[str, Any]:
+        """``reset``'s info: :meth:`reset_info` and the recorded actions before the start (``start_history``)."""
+        return {**self.reset_info(), "start_history": tuple(self.start.history)}
+
 
 # Errors read as RealWeb-v0 reports them, so that a policy cannot tell a dream by its error messages.
 _MISSING_ELEMENT = 'ValueError: Could not find element with bid "{}"'  # BrowserGym's message

@@ -105,7 +105,7 @@ class DreamWebVectorEnv(VectorEnv):
             episode = DreamEpisode.begin(start)
             self._episodes[index] = episode
             self._autoreset[index] = False
-            infos = add_vector_info(self, infos, episode.reset_info(), int(index))
+            infos = add_vector_info(self, infos, episode.start_info(), int(index))
         return self._gather_observations(), infos
 
     def step(
@@ -128,7 +128,7 @@ class DreamWebVectorEnv(VectorEnv):
                 stepping.append(index)
             elif self.autoreset_mode == AutoresetMode.NEXT_STEP and self._autoreset[index]:
                 restarts[index] = DreamEpisode.begin(choose_start_state(self.start_states, self._env_rngs[index], None))
-                infos = add_vector_info(self, infos, restarts[index].reset_info(), index)
+                infos = add_vector_info(self, infos, restarts[index].start_info(), index)
             else:
                 raise ValueError(
                     f"sub-env {index} has ended; with autoreset_mode=DISABLED reset it with "
