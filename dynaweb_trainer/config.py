@@ -210,7 +210,8 @@ class GSPOConfig(GRPOConfig, DreamEnvSettings, LoraSettings):
         expert_frac (`float`, *optional*, defaults to `0.5`):
             Probability that a rollout slot is replaced by a real expert trajectory of the same task (paper: 50%).
         expert_trajectories (`str` or `None`, *optional*, defaults to `None`):
-            Expert trajectory JSONL file or directory; `None`: the shipped MiniWoB++ demonstrations.
+            Expert trajectory JSONL file or directory; `None`: the experts of `start_states` (the shipped start
+            states are the large dataset's train-split experts), so that every task a run draws has experts.
 
         > Policy
 
@@ -331,7 +332,8 @@ class GSPOConfig(GRPOConfig, DreamEnvSettings, LoraSettings):
         default=0.5, metadata={"help": "Probability a rollout slot is replaced by an expert trajectory (paper: 0.5)."}
     )
     expert_trajectories: str | None = field(
-        default=None, metadata={"help": "Expert trajectory JSONL (file or dir) (default: shipped demonstrations)."}
+        default=None,
+        metadata={"help": "Expert trajectory JSONL (file or dir) (default: the experts of --start-states, same tasks)."},
     )
 
     # -- policy ----------------------------------------------------------------------------------

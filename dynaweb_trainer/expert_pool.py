@@ -87,12 +87,23 @@ def expert_slots(prompts: Sequence[str], expert_frac: float, rng: np.random.Gene
     return slots
 
 
-def load_expert_trajectories(path: str | None) -> list[Trajectory]:
-    """Expert demonstrations from ``path`` (JSONL file or directory) or the shipped MiniWoB++ file."""
-    from dynaweb_env.data.io import read_trajectories
-    from dynaweb_env.data.shipped import EXPERT_TRAJECTORIES
+def load_expert_trajectories(path: str | None, start_states: str | None = None) -> list[Trajectory]:
+    """Expert demonstrations for interleaving: those of ``path``, else of the run's start states.
 
-    source = path if path else EXPERT_TRAJECTORIES
+    Args:
+        path: A trajectory JSONL file (or ``.jsonl.xz``) or a directory of them.
+        start_states: The run's start-state file or directory, read when ``path`` is ``None``; ``None``: the
+            shipped start states (:func:`~dynaweb_env.data.start_states.builtin_start_states_path`, the large
+            dataset's train-split experts). Defaulting to the start states gives every task a run draws its
+            experts; a separate default file would leave groups of the tasks it lacks without one.
+
+    Returns:
+        The trajectories recorded by an expert or on a real page (``source`` ``"expert"`` or ``"real"``).
+    """
+    from dynaweb_env.data.io import read_trajectories
+    from dynaweb_env.data.start_states import builtin_start_states_path
+
+    source = path or start_states or builtin_start_states_path()
     return [trajectory for trajectory in read_trajectories(source) if trajectory.source in ("expert", "real")]
 
 

@@ -95,7 +95,7 @@ class DynaWebTrainer(PerTokenLogpsOverride, GRPOTrainer):
         if processing_class is None:
             raise ValueError("pass the tokenizer as processing_class together with a loaded model")
         if expert_trajectories is None and args.expert_frac > 0:
-            expert_trajectories = load_expert_trajectories(args.expert_trajectories)
+            expert_trajectories = load_expert_trajectories(args.expert_trajectories, args.start_states)
         experts = ExpertPool(expert_trajectories or [], args.agent_max_steps)
         system_prompt = args.system_prompt or policy_system_prompt(args.response_style)
         encoder = EpisodeEncoder(processing_class, system_prompt, args.max_axtree_chars, args.page_history)

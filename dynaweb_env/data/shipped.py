@@ -1,10 +1,11 @@
 """What ships with the package: its trajectory files, and the split rule they follow.
 
 Both files hold MiniWoB++ trajectories recorded on real pages with ``dynaweb-collect`` (see the
-README): ``miniwob_small.jsonl`` the scripted experts' demonstrations (also the expert-interleaving pool),
+README): ``miniwob_small.jsonl`` the scripted experts' demonstrations (the default SFT data),
 ``miniwob_explore.jsonl`` the experts with random actions mixed in (failures included), which the world model
 also learns from. The dream start states are the experts of the large dataset's train split
-(:data:`~dynaweb_env.data.start_states.BUILTIN_START_STATES`, all 24 tasks).
+(:data:`~dynaweb_env.data.start_states.BUILTIN_START_STATES`, all 24 tasks), and by default also the trainer's
+expert-interleaving pool.
 
 The split rule (:func:`split_of`): task seeds ``4 mod 5`` (one in five) are the ``test`` split, the rest ``train``
 (the large dataset also sets seeds ``3 mod 5`` apart as ``validation``).
