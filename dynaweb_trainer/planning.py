@@ -16,8 +16,10 @@ It wraps any :class:`~dynaweb_trainer.policy.Policy`. At each real step, for eve
 4. **Act.** The best-scoring candidate runs on the real page; when none scores higher than the policy's own
    answer (all tie), the own answer runs, so planning never overrides the policy without a reason.
 
-Dreams that have not ended at depth ``d`` are judged as they stand (no progress score: the judge's probability
-already grades how far an unfinished trajectory got). :attr:`PlanningPolicy.stats` counts the cost per real step.
+A dream that has not ended at depth ``d`` is judged as it stands and scores at least ``progress_weight`` times its
+objective progress (:func:`score`): the judge reads an unfinished form as a failure. An ended dream is scored by the
+judge alone (capping it by its progress was measured and changes no arm beyond its spread,
+``benchmarks/planning_rescore.py``). :attr:`PlanningPolicy.stats` counts the cost per real step.
 
 Example:
     >>> lookahead = Lookahead(depth=1)  # the shipped world model and judge
