@@ -333,7 +333,7 @@ class GSPOConfig(GRPOConfig, DreamEnvSettings, LoraSettings):
     )
     expert_trajectories: str | None = field(
         default=None,
-        metadata={"help": "Expert trajectory JSONL (file or dir) (default: the experts of --start-states, same tasks)."},
+        metadata={"help": "Expert trajectory JSONL (file or dir) (default: the experts of --start-states)."},
     )
 
     # -- policy ----------------------------------------------------------------------------------

@@ -44,6 +44,10 @@ class ExpertPool:
     def __len__(self) -> int:
         return sum(len(items) for items in self.by_task.values())
 
+    def lacking(self, task_ids: Sequence[str]) -> list[str]:
+        """The tasks of ``task_ids`` the pool holds no trajectory of, sorted."""
+        return sorted(set(task_ids) - set(self.by_task))
+
     def shortest_turn_tokens(self, encoder: Any) -> int | None:
         """Tokens of the shortest expert turn (reasoning and action, in the policy's response format), or ``None``.
 

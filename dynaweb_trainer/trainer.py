@@ -97,6 +97,15 @@ class DynaWebTrainer(PerTokenLogpsOverride, GRPOTrainer):
         if expert_trajectories is None and args.expert_frac > 0:
             expert_trajectories = load_expert_trajectories(args.expert_trajectories, args.start_states)
         experts = ExpertPool(expert_trajectories or [], args.agent_max_steps)
+        if args.expert_frac > 0 and (lacking := experts.lacking(task_ids_of(train_dataset["prompt"]))):
+            import warnings
+
+            warnings.warn(
+                f"expert_frac={args.expert_frac}, but the expert pool has no successful expert trajectory of "
+                f"{len(lacking)} of the run's tasks ({', '.join(lacking)}): their groups get no expert replay. Pass "
+                "--expert-trajectories with demonstrations of them (e.g. `dynaweb-collect --policy expert`).",
+                stacklevel=2,
+            )
         system_prompt = args.system_prompt or policy_system_prompt(args.response_style)
         encoder = EpisodeEncoder(processing_class, system_prompt, args.max_axtree_chars, args.page_history)
         shortest = experts.shortest_turn_tokens(encoder)

@@ -28,7 +28,8 @@ def test_the_cap_demotes_an_ended_dream_that_missed_a_requirement(tmp_path):
     runs = tmp_path / "runs" / "sft"
     runs.mkdir(parents=True)
     (runs / "K2-d2-seed0.json").write_text(json.dumps(_run(False, wrong["action"], [right, wrong])))
-    (runs / "K2-d2-seed1.json").write_text(json.dumps(_run(True, right["action"], [right, {**wrong, "success_probability": 0.1}])))
+    unlikely = {**wrong, "success_probability": 0.1}
+    (runs / "K2-d2-seed1.json").write_text(json.dumps(_run(True, right["action"], [right, unlikely])))
     (runs / "K0-d0-seed0.json").write_text(json.dumps(_run(True, right["action"], [])))  # no planning: skipped
 
     result = planning_rescore.main(["--runs", str(tmp_path / "runs"), "--output", str(tmp_path / "out.json")])
@@ -38,9 +39,8 @@ def test_the_cap_demotes_an_ended_dream_that_missed_a_requirement(tmp_path):
     cap = totals["ended_progress_cap"]
     assert cap["changed_steps"] == 1 and cap["may_gain_episodes"] == 1 and cap["may_lose_episodes"] == 0
     changed = result["by_run"]["sft/K2-d2-seed0.json"]["rules"]["ended_progress_cap"]["changed_steps"]
-    assert changed == [
-        {"page": "miniwob.login-user 144 turn 1", "from": wrong["action"], "to": right["action"], "episode_success": False}
-    ]
+    page = "miniwob.login-user 144 turn 1"
+    assert changed == [{"page": page, "from": wrong["action"], "to": right["action"], "episode_success": False}]
     arm = result["by_arm"]["sft/K2-d2"]
     assert arm["spread"] > 0 and arm["ended_progress_cap"]["mean_gain_at_most"] == 0.5
     assert cap["arms_whose_bound_reaches_the_spread"] == []  # 0.5 < the spread of 0 and 1 (0.707)

@@ -362,7 +362,9 @@ def test_a_dream_started_mid_way_lists_its_recorded_actions(tokenizer):
     # The first prompt is the encoder's own turn prompt over the whole recorded history (its one list rule).
     assert result.encoded.turn_prompts[0] == encoder.turn_prompt_ids(result.observations[0], state.history)
     first = tokenizer.decode(result.encoded.turn_prompts[0])
-    assert "PREVIOUS ACTIONS:\n1. " in first and f"\n{len(state.history)}. " in first and "PREVIOUS ACTION:" not in first
+    assert (
+        "PREVIOUS ACTIONS:\n1. " in first and f"\n{len(state.history)}. " in first and "PREVIOUS ACTION:" not in first
+    )
 
 
 class _DreamLikeClickEnv(gym.Wrapper):

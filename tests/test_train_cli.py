@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -175,7 +176,7 @@ def test_train_mix_end_to_end(tmp_path):
     assert _lora_b_nonzero(tmp_path / "run")
 
 
-def _identity_trainer(output_dir: Path, max_steps: int, callbacks=None, **overrides) -> DynaWebTrainer:
+def _identity_trainer(output_dir: Path, max_steps: int, callbacks=None, experts=None, **overrides) -> DynaWebTrainer:
     values = dict(
         output_dir=str(output_dir), policy="tiny-random", environment="real", num_generations=2,
         per_device_train_batch_size=4, max_steps=max_steps, save_steps=1, learning_rate=1e-3, expert_frac=0.5,
@@ -188,9 +189,19 @@ def _identity_trainer(output_dir: Path, max_steps: int, callbacks=None, **overri
         GSPOConfig(**values),
         train_dataset=Dataset.from_dict({"prompt": prompts}),
         vector_envs={"real": lambda: make_click_button_vector_env(4, max_steps=1)},
-        expert_trajectories=[expert_trajectory(seed) for seed in range(4)],
+        expert_trajectories=[expert_trajectory(seed) for seed in range(4)] if experts is None else experts,
         callbacks=callbacks,
     )
+
+
+def test_a_task_without_experts_is_named_when_experts_are_interleaved(tmp_path):
+    with pytest.warns(UserWarning, match=f"no successful expert trajectory of 1 of the run's tasks \\({TASK_ID}\\)"):
+        _identity_trainer(tmp_path, max_steps=1, experts=[])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _identity_trainer(tmp_path / "with", max_steps=1)  # the task has experts: no warning
+        _identity_trainer(tmp_path / "none", max_steps=1, experts=[], expert_frac=0.0)  # none asked for
+    assert not [w for w in caught if "no successful expert trajectory" in str(w.message)]
 
 
 class _InterruptAfter(TrainerCallback):
