@@ -541,6 +541,15 @@ def test_planning_plays_the_long_suite_on_its_paper_claims_budget(tmp_path):
     assert small["observation"]["max_axtree_chars"] == 1500 and small["observation"]["page_history"] == "full"
 
 
+def test_planning_rescore_reproduces_every_recorded_plan(tmp_path):
+    """The committed planning runs re-scored: the shipped rule gives each recorded choice (else the records, and the
+    docs' figures from them, are of another rule), and each compared rule's changes are bounded per arm."""
+    report = run_main("planning_rescore", ["--output", str(tmp_path / "rescore.json")])
+    assert report["totals"]["runs"] >= 30 and report["totals"]["shipped_rule_mismatches"] == 0
+    for arm in report["by_arm"].values():
+        assert 0 <= arm["ended_progress_cap"]["mean_gain_at_most"] <= 1
+
+
 @pytest.mark.usefixtures("require_browser")
 def test_planning_ranking_scores_and_replays_candidates(tmp_path):
     argv = ["--tasks", "miniwob.click-button", "--seeds-per-task", "1", "--candidates", "3", "--world-model", TINY]
