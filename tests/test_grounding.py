@@ -351,7 +351,8 @@ def _flagged_on_real_pages(task: str, *paths: str) -> collections.Counter:
         request, reward, _ = judge_cases([trajectory])[0]
         actions = [step.action for step in request.steps]
         targets = [step.target for step in request.steps]
-        flagged[reward, bool(unmet_objective(request.goal, actions, targets, request.final_axtree))] += 1
+        unmet = unmet_objective(request.goal, actions, targets, request.final_axtree, None, request.last_action_axtree)
+        flagged[reward, bool(unmet)] += 1  # with the page the last action was taken on, as the judge checks
     return flagged
 
 
@@ -405,6 +406,24 @@ def test_a_list_of_values_the_objective_names_must_be_shown_in_order():
     assert unmet_objective(goal, *submit, SLIDER_PAGE.format(1, 6, 5)) == []
     # A page showing fewer numbers than the list (the sliders gone) is not checked.
     assert unmet_objective(goal, *submit, "RootWebArea 'Done'\n\t[25] button 'Submit'") == []
+
+
+def test_a_submit_sends_the_values_of_the_page_it_was_clicked_on():
+    """A dream where Submit moved the sliders: the world model showed the goal's values after the click, but the page
+    the Submit was clicked on showed others (use-slider-2, scored 0.96 by the planner's judge before)."""
+    goal = "Set the sliders to the combination [1,6,5] and submit."
+    submit = (["click [25]"], ["[25] button 'Submit'"])
+    before, after = SLIDER_PAGE.format(0, 0, 0), SLIDER_PAGE.format(1, 6, 5)
+    assert unmet_objective(goal, *submit, after, None, before) == [
+        "the objective's values [1,6,5] is not what the page shows, in order"
+    ]
+    # Progress (planning's floor, progress rewards) reads the same two pages: the values unmet, the Submit clicked.
+    assert objective_progress(goal, *submit, after) == 1.0 and objective_progress(goal, *submit, after, before) == 0.5
+    assert unmet_objective(goal, *submit, after, None, after) == []  # set, then submitted
+    assert unmet_objective(goal, *submit, "RootWebArea 'Done'", None, after) == []  # the form gone after the click
+    # A last action that is not a button's click (a slider moved) is read on the final page alone.
+    slide = (["press [22] [ArrowRight]"], ["[22] generic, clickable=True"])
+    assert not [line for line in unmet_objective(goal, *slide, after, None, before) if "values" in line]
 
 
 def test_on_real_pages_the_values_rule_flags_every_use_slider_2_failure_and_no_success():

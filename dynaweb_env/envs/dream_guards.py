@@ -276,7 +276,7 @@ def request_progress(request: JudgeRequest) -> float | None:
     of its actions, their targets and its last page; ``None``: the objective makes nothing explicit)."""
     actions = [step.action for step in request.steps]
     targets = [step.target for step in request.steps]
-    return objective_progress(request.goal, actions, targets, request.final_axtree)
+    return objective_progress(request.goal, actions, targets, request.final_axtree, request.last_action_axtree)
 
 
 def predict_with_disagreement(

@@ -258,7 +258,9 @@ class Lookahead:
             request = self.dynamics.judge_request(episode)
             targets = [step.target for step in request.steps]
             actions = [step.action for step in request.steps]
-            outcome.progress = objective_progress(request.goal, actions, targets, request.final_axtree)
+            outcome.progress = objective_progress(
+                request.goal, actions, targets, request.final_axtree, request.last_action_axtree
+            )
             requests.append(request)
             asked.append(index)
         if requests:

@@ -229,7 +229,8 @@ def objective_requirements(
             in the page the action was taken on (:attr:`JudgeStep.text`, :attr:`JudgeStep.row`); ``None`` leaves
             out the named-row requirement, which needs them.
         last_page: The page the last action was taken on (``""``: unknown), where a time range is read before the
-            final page (:mod:`~dynaweb_env.world_model.time_windows`: a saved event may show no time).
+            final page (:mod:`~dynaweb_env.world_model.time_windows`: a saved event may show no time), and where
+            the objective's values must also show when that action clicked a button (what a Submit submitted).
         exact_case: Quoted text counts as typed only in the objective's case (``"c6vT"`` does not meet
             ``"C6vT"``), unless the objective asks for a case (:data:`CASE_INSTRUCTION`). Off for the veto, since
             some sites compare text ignoring case (MiniWoB++'s daily-calendar, search-engine); on for
@@ -269,10 +270,17 @@ def objective_requirements(
         for date in objective_dates(objective):
             met = any(date in text for text in held + page_texts)
             requirements.append((f"the objective's date {date!r} {UNMET_WORDING['date']}", met))
-    numbers = [node.name.strip() for node in nodes if re.fullmatch(_NUMBER, node.name.strip())]
+    # Values are read on the final page and, when the last action clicked a button (a Submit), on the page it was
+    # clicked on: what that page showed is what the click submitted, whatever the next page (dreamed) shows.
+    pages = [nodes]
+    last_target = parse_axtree_line(targets[-1]) if targets and targets[-1] else None
+    if last_page and last_target is not None and last_target.role == "button":
+        pages.append(parse_axtree(last_page))
+    shown_numbers = [[n.name.strip() for n in page if re.fullmatch(_NUMBER, n.name.strip())] for page in pages]
     for values in objective_value_lists(objective):
-        if len(numbers) >= len(values):  # a page showing fewer numbers (the form gone) is not checked
-            met = _shows_in_order(values, numbers)
+        checked = [numbers for numbers in shown_numbers if len(numbers) >= len(values)]  # the form gone: unchecked
+        if checked:
+            met = all(_shows_in_order(values, numbers) for numbers in checked)
             requirements.append((f"the objective's values [{','.join(values)}] {UNMET_WORDING['values']}", met))
     acted_names = {normalise_text(node.name) for node in acted}
     seen = set()
@@ -340,13 +348,15 @@ def unmet_objective(
 
 
 def objective_progress(
-    objective: str, actions: Sequence[str], targets: Sequence[str], final_axtree: str
+    objective: str, actions: Sequence[str], targets: Sequence[str], final_axtree: str, last_page: str = ""
 ) -> float | None:
     """The share of the objective's explicit requirements the trajectory met (:func:`objective_requirements`, quoted
     text in its case: ``exact_case=True``), ``None`` when the objective makes none explicit on this page. A progress
     signal for a trajectory that has not ended: typing the quoted username is progress on a login form before any
     Submit, and typing the password ``"C6vT"`` as ``c6vT`` is not. Arguments as :func:`objective_requirements`."""
-    requirements = objective_requirements(objective, actions, targets, final_axtree, exact_case=True)
+    requirements = objective_requirements(
+        objective, actions, targets, final_axtree, last_page=last_page, exact_case=True
+    )
     return sum(met for _, met in requirements) / len(requirements) if requirements else None
 
 
