@@ -420,6 +420,8 @@ def test_a_submit_sends_the_values_of_the_page_it_was_clicked_on():
     # Progress (planning's floor, progress rewards) reads the same two pages: the values unmet, the Submit clicked.
     assert objective_progress(goal, *submit, after) == 1.0 and objective_progress(goal, *submit, after, before) == 0.5
     assert unmet_objective(goal, *submit, after, None, after) == []  # set, then submitted
+    stopped = (["click [25]", "stop"], ["[25] button 'Submit'", ""])  # a stop after the Submit reads the same
+    assert unmet_objective(goal, *stopped, after, None, before) == unmet_objective(goal, *submit, after, None, before)
     assert unmet_objective(goal, *submit, "RootWebArea 'Done'", None, after) == []  # the form gone after the click
     # A last action that is not a button's click (a slider moved) is read on the final page alone.
     slide = (["press [22] [ArrowRight]"], ["[22] generic, clickable=True"])

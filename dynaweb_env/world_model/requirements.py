@@ -273,7 +273,10 @@ def objective_requirements(
     # Values are read on the final page and, when the last action clicked a button (a Submit), on the page it was
     # clicked on: what that page showed is what the click submitted, whatever the next page (dreamed) shows.
     pages = [nodes]
-    last_target = parse_axtree_line(targets[-1]) if targets and targets[-1] else None
+    acted_last = next(
+        (t for a, t in zip(actions[::-1], targets[::-1], strict=False) if a.split("[", 1)[0].strip() != "stop"), ""
+    )
+    last_target = parse_axtree_line(acted_last) if acted_last else None
     if last_page and last_target is not None and last_target.role == "button":
         pages.append(parse_axtree(last_page))
     shown_numbers = [[n.name.strip() for n in page if re.fullmatch(_NUMBER, n.name.strip())] for page in pages]
