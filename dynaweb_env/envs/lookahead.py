@@ -25,8 +25,8 @@ from typing import Any
 from ..actions import read_action
 from ..data.start_states import StartState
 from ..llm.base import Conversation, Generation, GenerationError, SamplingParams
-from ..world_model.requirements import objective_progress
 from .dream_episode import DreamEpisode, _navigation_refusal
+from .dream_guards import request_progress
 
 #: End reasons of a dream that a guard cut, or that left the task: reward 0 without a judge call.
 UNJUDGED_ENDS = ("left_task_page", "inconsistent", "uncertain")
@@ -256,11 +256,7 @@ class Lookahead:
                 outcome.success_probability, outcome.verdict = 0.0, 0.0
                 continue
             request = self.dynamics.judge_request(episode)
-            targets = [step.target for step in request.steps]
-            actions = [step.action for step in request.steps]
-            outcome.progress = objective_progress(
-                request.goal, actions, targets, request.final_axtree, request.last_action_axtree
-            )
+            outcome.progress = request_progress(request)
             requests.append(request)
             asked.append(index)
         if requests:

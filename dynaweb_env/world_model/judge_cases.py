@@ -12,6 +12,7 @@ from ..actions import parse_action
 from ..data.schema import Step, Trajectory
 from ..observation import action_target
 from .judge import JudgeRequest, judge_step
+from .requirements import acts_on_page
 
 #: What :func:`judge_cases` appends to a success's id for its cut before the last action, and for its final action
 #: taken after its first ``k`` actions (then ``k``).
@@ -80,14 +81,7 @@ def judge_cases(
 def last_acted_page(steps: Sequence[Step]) -> str:
     """The page the last action other than ``stop`` was taken on, ``""`` if none
     (:attr:`~dynaweb_env.world_model.judge.JudgeRequest.last_action_axtree`)."""
-    for step in reversed(steps):
-        try:
-            stop = parse_action(step.action).is_stop
-        except ValueError:  # a malformed recorded action still acted on its page
-            stop = False
-        if step.action.strip() and not stop:
-            return step.axtree
-    return ""
+    return next((step.axtree for step in reversed(steps) if acts_on_page(step.action)), "")
 
 
 def _early_final_cases(trajectory: Trajectory, acted: Sequence[Step]) -> list[tuple[JudgeRequest, float, str]]:

@@ -209,6 +209,15 @@ def named_texts(axtree: str, objective: str) -> list[tuple[str, str]]:
     return found
 
 
+def acts_on_page(action: str) -> bool:
+    """Whether a recorded action acted on its page: any but an empty one or ``stop`` (a malformed one still did)."""
+    try:
+        stop = parse_action(action).is_stop
+    except ValueError:
+        stop = False
+    return bool(action.strip()) and not stop
+
+
 def objective_requirements(
     objective: str,
     actions: Sequence[str],
@@ -273,9 +282,7 @@ def objective_requirements(
     # Values are read on the final page and, when the last action clicked a button (a Submit), on the page it was
     # clicked on: what that page showed is what the click submitted, whatever the next page (dreamed) shows.
     pages = [nodes]
-    acted_last = next(
-        (t for a, t in zip(actions[::-1], targets[::-1], strict=False) if a.split("[", 1)[0].strip() != "stop"), ""
-    )
+    acted_last = next((t for a, t in zip(actions[::-1], targets[::-1], strict=False) if acts_on_page(a)), "")
     last_target = parse_axtree_line(acted_last) if acted_last else None
     if last_page and last_target is not None and last_target.role == "button":
         pages.append(parse_axtree(last_page))
@@ -365,6 +372,7 @@ def objective_progress(
 
 __all__ = [
     "ACTED_ROLES",
+    "acts_on_page",
     "CASE_INSTRUCTION",
     "ORDINAL_ROLES",
     "UNMET_WORDING",
