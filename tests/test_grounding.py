@@ -31,6 +31,7 @@ from dynaweb_env.world_model.requirements import (
     objective_requirements,
     objective_value_lists,
     ordinal_references,
+    submitted_early,
     unmet_objective,
 )
 
@@ -417,8 +418,9 @@ def test_a_submit_sends_the_values_of_the_page_it_was_clicked_on():
     assert unmet_objective(goal, *submit, after, None, before) == [
         "the objective's values [1,6,5] is not what the page shows, in order"
     ]
-    # Progress (planning's floor, progress rewards) reads the same two pages: the values unmet, the Submit clicked.
-    assert objective_progress(goal, *submit, after) == 1.0 and objective_progress(goal, *submit, after, before) == 0.5
+    # Progress (planning's floor, progress rewards) reads the same two pages: the values unmet when the Submit, the
+    # objective's final step, was clicked, so no progress at all (a failed attempt).
+    assert objective_progress(goal, *submit, after) == 1.0 and objective_progress(goal, *submit, after, before) == 0.0
     assert unmet_objective(goal, *submit, after, None, after) == []  # set, then submitted
     stopped = (["click [25]", "stop"], ["[25] button 'Submit'", ""])  # a stop after the Submit reads the same
     assert unmet_objective(goal, *stopped, after, None, before) == unmet_objective(goal, *submit, after, None, before)
@@ -474,3 +476,23 @@ def test_on_real_pages_the_first_word_rule_flags_every_book_flight_cut_and_no_su
             flagged[reward, name.endswith("/cut"), any("named as the objective begins" in line for line in unmet)] += 1
     assert flagged[1.0, False, False] >= 10 and flagged[1.0, False, True] == 0  # no success flagged
     assert flagged[0.0, True, True] >= 10 and flagged[0.0, True, False] == 0  # every cut (a search, no booking)
+
+
+def test_pressing_the_objectives_final_button_early_is_no_progress():
+    login = 'Enter the username "kanesha" and the password "C6vT" into the text fields and press login.'
+    page = "\n".join(
+        ["RootWebArea 'Login'", "\t[14] textbox 'Username' value='kanesha'", "\t[16] textbox 'Password'"]
+        + ["\t[17] button 'Login'"]
+    )
+    typed = ["type [14] [kanesha] [0]"], ["[14] textbox 'Username'"]
+    assert objective_progress(login, *typed, page) == pytest.approx(1 / 3)  # the username: a third of the way
+    early = [*typed[0], "click [17]"], [*typed[1], "[17] button 'Login'"]
+    assert submitted_early(login, *early) and objective_progress(login, *early, page) == 0.0
+    # A button the objective names but does not end with is a step of the task, not its end.
+    sequence = "Click button ONE, then click button TWO."
+    assert not submitted_early(sequence, ["click [3]"], ["[3] button 'ONE'"])
+    assert submitted_early(sequence, ["click [4]", "stop"], ["[4] button 'TWO'", ""])
+    # Only a press submits: a hover on Login is no attempt (its progress stays that of the named control acted on).
+    hovered = [*typed[0], "hover [17]"], [*typed[1], "[17] button 'Login'"]
+    assert not submitted_early(login, *hovered) and objective_progress(login, *hovered, page) == pytest.approx(2 / 3)
+    assert submitted_early(login, [*typed[0], "press_on [17] [Enter]"], early[1])

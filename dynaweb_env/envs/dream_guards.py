@@ -56,10 +56,11 @@ recorded threshold are off by default, and which to turn on is to be chosen by m
 - **Progress reward** (``progress_reward=w``, ``0 <= w < 0.5``; issue 52's per-step progress): a judged dream the
   judge did not pay earns ``w`` times its objective progress
   (:func:`~dynaweb_env.world_model.requirements.objective_progress`: the share of the objective's explicit
-  requirements its actions and last page meet: quoted texts typed, named boxes checked, named controls acted on),
-  recorded as ``info["objective_progress"]``. On a long form the judge pays only the finished page, so every
-  unfinished dream of a GSPO group earns 0 and the group has no signal; progress orders them. It stays below 0.5,
-  where a graded reward counts as SUCCESS, so a paid SUCCESS always outranks it. A dream a guard cut, or whose
+  requirements its actions and last page meet: quoted texts typed, named boxes checked, named controls acted on;
+  none when its last action pressed the objective's final button early), recorded as
+  ``info["objective_progress"]``. On a long form the judge pays only the finished page, so every unfinished dream
+  of a GSPO group earns 0 and the group has no signal; progress orders them. It stays below 0.5, where a graded
+  reward counts as SUCCESS, so a paid SUCCESS always outranks it. A dream a guard cut, or whose
   judge gave no verdict or abstained, earns no progress. Not with ``group_judging``.
 - **Malformed pages redrawn** (``world_model_retries=N``, :class:`~dynaweb_env.world_model.WebWorldModel`'s
   ``invalid_retries``): a world-model output that does not parse cleanly (an edit that names no line, a

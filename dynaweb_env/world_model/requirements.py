@@ -46,7 +46,7 @@ import re
 from collections.abc import Sequence
 
 from ..actions import parse_action
-from ..axtree import TEXT_FIELD_ROLES, parse_axtree, parse_axtree_line
+from ..axtree import TEXT_FIELD_ROLES, AxNode, parse_axtree, parse_axtree_line
 from ..observation import target_text_and_row
 from .grounding import (
     MIN_NAME_CHARS,
@@ -282,8 +282,7 @@ def objective_requirements(
     # Values are read on the final page and, when the last action clicked a button (a Submit), on the page it was
     # clicked on: what that page showed is what the click submitted, whatever the next page (dreamed) shows.
     pages = [nodes]
-    acted_last = next((t for a, t in zip(actions[::-1], targets[::-1], strict=False) if acts_on_page(a)), "")
-    last_target = parse_axtree_line(acted_last) if acted_last else None
+    last_target = last_acted(actions, targets)[1]
     if last_page and last_target is not None and last_target.role == "button":
         pages.append(parse_axtree(last_page))
     shown_numbers = [[n.name.strip() for n in page if re.fullmatch(_NUMBER, n.name.strip())] for page in pages]
@@ -357,23 +356,64 @@ def unmet_objective(
     return [requirement for requirement, met in requirements if not met]
 
 
+def last_acted(actions: Sequence[str], targets: Sequence[str]) -> tuple[str, AxNode | None]:
+    """The last action that acted on its page (:func:`acts_on_page`) and the tree line it acted on, parsed
+    (``("", None)``: none did; ``None`` for the line when it named none)."""
+    action, target = next(
+        ((a, t) for a, t in zip(actions[::-1], targets[::-1], strict=False) if acts_on_page(a)), ("", "")
+    )
+    return action, parse_axtree_line(target) if target else None
+
+
+def _presses(action: str) -> bool:
+    """Whether an action presses its element: a click, a double click, or Enter or Space on it."""
+    try:
+        parsed = parse_action(action)
+    except ValueError:
+        return False
+    if parsed.name == "press_on":
+        return parsed.arg("key_comb").strip().lower() in {"enter", "space", " "}
+    return parsed.name in {"click", "dblclick"}
+
+
+def submitted_early(objective: str, actions: Sequence[str], targets: Sequence[str]) -> bool:
+    """Whether the last action clicked the button the objective ends by naming ("... and press Submit."): the task's
+    final step. Clicked while a requirement is unmet, it ends the task in failure on MiniWoB++, whatever a dream
+    shows. A button named earlier in the objective ("Click button ONE, then click button TWO.") is a step, not the
+    end, and a hover or focus on the final button submits nothing."""
+    action, node = last_acted(actions, targets)
+    if node is None or node.role != "button" or not _presses(action):
+        return False
+    phrase = normalise_text(node.name).strip(" '\"")
+    ending = rf"(?<!\w){re.escape(phrase)}(?!\w)\W*$"
+    return len(phrase) >= MIN_NAME_CHARS and re.search(ending, normalise_text(objective)) is not None
+
+
 def objective_progress(
     objective: str, actions: Sequence[str], targets: Sequence[str], final_axtree: str, last_page: str = ""
 ) -> float | None:
     """The share of the objective's explicit requirements the trajectory met (:func:`objective_requirements`, quoted
     text in its case: ``exact_case=True``), ``None`` when the objective makes none explicit on this page. A progress
     signal for a trajectory that has not ended: typing the quoted username is progress on a login form before any
-    Submit, and typing the password ``"C6vT"`` as ``c6vT`` is not. Arguments as :func:`objective_requirements`."""
+    Submit, and typing the password ``"C6vT"`` as ``c6vT`` is not. Pressing the objective's final button with a
+    requirement unmet (:func:`submitted_early`) is no progress at all: 0. Arguments as
+    :func:`objective_requirements`."""
     requirements = objective_requirements(
         objective, actions, targets, final_axtree, last_page=last_page, exact_case=True
     )
-    return sum(met for _, met in requirements) / len(requirements) if requirements else None
+    if not requirements:
+        return None
+    met = sum(met for _, met in requirements)
+    if met < len(requirements) and submitted_early(objective, actions, targets):
+        return 0.0  # the final button pressed before the rest was done: a failed attempt, not progress
+    return met / len(requirements)
 
 
 __all__ = [
     "ACTED_ROLES",
     "acts_on_page",
     "CASE_INSTRUCTION",
+    "last_acted",
     "ORDINAL_ROLES",
     "UNMET_WORDING",
     "named_rows",
@@ -383,5 +423,6 @@ __all__ = [
     "objective_value_lists",
     "ordinal_references",
     "requirement_kind",
+    "submitted_early",
     "unmet_objective",
 ]
