@@ -22,7 +22,7 @@ from dynaweb_env.world_model.judge import (
     build_judge_messages,
     format_judge_target,
 )
-from dynaweb_env.world_model.judge_cases import judge_cases
+from dynaweb_env.world_model.judge_cases import EARLY_FINAL_CASE, judge_cases
 from dynaweb_env.world_model.prompts import continues_prompt_style, is_compact_style, world_model_system_prompt
 from dynaweb_env.world_model.requirements import (
     first_word,
@@ -496,3 +496,18 @@ def test_pressing_the_objectives_final_button_early_is_no_progress():
     hovered = [*typed[0], "hover [17]"], [*typed[1], "[17] button 'Login'"]
     assert not submitted_early(login, *hovered) and objective_progress(login, *hovered, page) == pytest.approx(2 / 3)
     assert submitted_early(login, [*typed[0], "press_on [17] [Enter]"], early[1])
+
+
+def test_on_real_pages_the_final_button_rule_zeroes_no_success_and_early_presses():
+    """Every task of the shipped test split: no real success pressed its objective's final button early, and a
+    success's final press replayed after a shorter prefix (judge_cases' early-final failures) is no progress."""
+    counts = collections.Counter()
+    test_split = read_trajectories("dynaweb_env/data/miniwob-all/test")
+    for request, reward, name in judge_cases(test_split, early_final=True):
+        args = ([s.action for s in request.steps], [s.target for s in request.steps], request.final_axtree)
+        if not submitted_early(request.goal, *args[:2]):
+            continue
+        progress = objective_progress(request.goal, *args, request.last_action_axtree)
+        counts[reward, EARLY_FINAL_CASE in name, progress == 0.0] += 1
+    assert counts[1.0, False, True] == 0 and counts[1.0, False, False] >= 50  # successes keep their progress
+    assert counts[0.0, True, True] >= 100  # early presses of the final button with a requirement unmet: none
