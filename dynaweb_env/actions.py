@@ -39,6 +39,9 @@ ACTION_ARGUMENTS: dict[str, tuple[str, ...]] = {name: spec.arguments for name, s
 #: One line per action, used verbatim in the agent's prompt (from :data:`~dynaweb_env.action_spec.ACTION_SPECS`).
 ACTION_DESCRIPTIONS: dict[str, str] = {name: spec.description for name, spec in ACTION_SPECS.items()}
 
+#: The actions that click their element (a link they click navigates; a button they click submits).
+CLICK_ACTIONS = frozenset({"click", "dblclick"})
+
 _BRACKETED = re.compile(r"\[((?:[^\[\]]|\[[^\[\]]*\])*)\]")
 _NAME = re.compile(r"\s*([a-z_]+)\s*")
 
@@ -384,6 +387,7 @@ __all__ = [
     "ACTION_DESCRIPTIONS",
     "Action",
     "ActionParseError",
+    "CLICK_ACTIONS",
     "parse_action",
     "format_action",
     "format_action_usage",

@@ -510,4 +510,4 @@ def test_on_real_pages_the_final_button_rule_zeroes_no_success_and_early_presses
         progress = objective_progress(request.goal, *args, request.last_action_axtree)
         counts[reward, EARLY_FINAL_CASE in name, progress == 0.0] += 1
     assert counts[1.0, False, True] == 0 and counts[1.0, False, False] >= 50  # successes keep their progress
-    assert counts[0.0, True, True] >= 100  # early presses of the final button with a requirement unmet: none
+    assert counts[0.0, True, True] >= 100  # early presses of the final button with a requirement unmet: no progress

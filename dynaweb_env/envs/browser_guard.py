@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..action_rules import tab_refusal
-from ..actions import Action
+from ..actions import CLICK_ACTIONS, Action
 from ..compat import browsergym as compat_browsergym
 from ..navigation import NavigationPolicy, proxy_bypass_rules
 
@@ -155,7 +155,7 @@ class BrowserGuard:
         page = self.browser_env.page
         if action.name == "goto":
             return self.policy.refusal(action.args[0], base_url=page.url)
-        if action.name in ("click", "dblclick"):
+        if action.name in CLICK_ACTIONS:
             from browsergym.core.action.utils import get_elem_by_bid
 
             try:

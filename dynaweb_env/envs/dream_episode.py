@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..action_rules import left_page_error, tab_refusal
-from ..actions import Action, read_action
+from ..actions import CLICK_ACTIONS, Action, read_action
 from ..axtree import parse_axtree_line
 from ..data.start_states import StartState
 from ..navigation import NavigationPolicy, absolute_url
@@ -129,7 +129,7 @@ def _navigation_refusal(action: Action, episode: DreamEpisode) -> str:
     policy = NavigationPolicy.for_start_url(episode.start.url)
     if action.name == "goto":
         return policy.refusal(action.arg("url"), base_url=episode.url)
-    if action.name in ("click", "dblclick"):
+    if action.name in CLICK_ACTIONS:
         link = _LINK_URL.search(axtree_element_line(episode.axtree, action.arg("element_id"), MAX_TEXT_LENGTH))
         href = (link.group(1) or link.group(2)) if link else ""
         if href and not href.lower().startswith("javascript:"):  # as the real env: a page's own script link runs

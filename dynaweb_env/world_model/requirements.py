@@ -45,7 +45,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ..actions import parse_action
+from ..actions import CLICK_ACTIONS, parse_action
 from ..axtree import TEXT_FIELD_ROLES, AxNode, parse_axtree, parse_axtree_line
 from ..observation import target_text_and_row
 from .grounding import (
@@ -372,8 +372,8 @@ def _presses(action: str) -> bool:
     except ValueError:
         return False
     if parsed.name == "press_on":
-        return parsed.arg("key_comb").strip().lower() in {"enter", "space", " "}
-    return parsed.name in {"click", "dblclick"}
+        return parsed.arg("key_comb").strip().lower() in {"enter", "space"}
+    return parsed.name in CLICK_ACTIONS
 
 
 def submitted_early(objective: str, actions: Sequence[str], targets: Sequence[str]) -> bool:
